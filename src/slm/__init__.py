@@ -1,0 +1,45 @@
+"""slm: a local-first memory engine for AI agents.
+
+>>> from slm import Memory
+>>> with Memory("notes.db") as memory:
+...     memory.remember("Alice moved to Lisbon in March 2024", source="chat")
+...     response = memory.recall("Where does Alice live?")
+"""
+
+from __future__ import annotations
+
+from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult
+from slm.engine import Memory, MemoryInput
+from slm.errors import (
+    ChannelUnavailable,
+    ConfigError,
+    EmbedderError,
+    InvalidInput,
+    NotFound,
+    SlmError,
+    StoreError,
+)
+from slm.models import MemoryRecord
+from slm.settings import ALL_CHANNELS, Settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ALL_CHANNELS",
+    "SCORE_CONTRACT_VERSION",
+    "ChannelRank",
+    "ChannelUnavailable",
+    "ConfigError",
+    "EmbedderError",
+    "InvalidInput",
+    "Memory",
+    "MemoryInput",
+    "MemoryRecord",
+    "NotFound",
+    "RecallResponse",
+    "RecallResult",
+    "Settings",
+    "SlmError",
+    "StoreError",
+    "__version__",
+]

@@ -1,0 +1,24 @@
+"""Candidate producers, one module each, behind the :class:`Channel` protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from slm.channels.base import Channel, Health, Hit, Query, ranked
+from slm.channels.bm25 import BM25Channel
+from slm.channels.semantic import SemanticChannel
+from slm.settings import Settings
+from slm.store import Store
+
+__all__ = ["REGISTRY", "Channel", "Health", "Hit", "Query", "build_channels", "ranked"]
+
+#: Channel name -> constructor. The engine runs exactly the channels built from here.
+REGISTRY: dict[str, Callable[[Store, Settings], Channel]] = {
+    "semantic": SemanticChannel,
+    "bm25": BM25Channel,
+}
+
+
+def build_channels(store: Store, settings: Settings) -> dict[str, Channel]:
+    """Every registered channel, in the order of ``settings.channels``' universe."""
+    return {name: factory(store, settings) for name, factory in REGISTRY.items()}

@@ -1,0 +1,59 @@
+"""The ``Channel`` protocol: a candidate producer the engine runs on every recall.
+
+A channel has a name, says whether it is healthy (and why not), and turns an interpreted
+query into ranked hits with raw scores. Channels never write; they read the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from slm.store import Filters, Vector
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One candidate from one channel: internal key, 1-based rank, the channel's raw score."""
+
+    key: int
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    healthy: bool
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """A recall question, interpreted once by the engine and shared by every channel."""
+
+    text: str
+    profile: str
+    vector: Vector
+    terms: tuple[str, ...]
+    now: datetime
+    filters: Filters = field(default_factory=Filters)
+    allowed: frozenset[int] | None = None
+
+
+class Channel(Protocol):
+    name: str
+    #: Whether a hit from this channel alone counts as primary evidence (see fusion).
+    primary: bool
+
+    def health(self) -> Health: ...
+
+    def candidates(self, query: Query, k: int) -> list[Hit]:
+        """Up to ``k`` hits, best first, ranks 1..n, ties broken by key."""
+        ...
+
+
+def ranked(scored: list[tuple[int, float]], k: int) -> list[Hit]:
+    """Hits from (key, score) pairs: highest score first, ties by key, ranks from 1."""
+    ordered = sorted(scored, key=lambda p: (-p[1], p[0]))[:k]
+    return [Hit(key, rank, score) for rank, (key, score) in enumerate(ordered, start=1)]

@@ -1,0 +1,22 @@
+"""Dense semantic channel: cosine similarity between the query and memory embeddings."""
+
+from __future__ import annotations
+
+from slm.channels.base import Health, Hit, Query, ranked
+from slm.settings import Settings
+from slm.store import Store
+
+
+class SemanticChannel:
+    name = "semantic"
+    primary = True
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self._store = store
+
+    def health(self) -> Health:
+        return Health(True)
+
+    def candidates(self, query: Query, k: int) -> list[Hit]:
+        allowed = set(query.allowed) if query.allowed is not None else None
+        return ranked(self._store.vector_search(query.profile, query.vector, k, allowed), k)

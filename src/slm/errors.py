@@ -1,0 +1,48 @@
+"""The one exception tree of slm.
+
+Every error the library raises on purpose is a :class:`SlmError`. Adapters translate
+them: the CLI prints the message and exits non-zero, the MCP server returns a tool error,
+the HTTP API answers with a 4xx/5xx JSON body.
+
+    SlmError
+    ├── InvalidInput        bad argument from the caller (HTTP 400); also a ValueError
+    ├── NotFound            no memory with that id in this profile (HTTP 404); also a KeyError
+    ├── ConfigError         settings, environment or store/embedder mismatch
+    ├── ChannelUnavailable  a required retrieval channel is unhealthy at startup
+    ├── EmbedderError       the embedding model could not be loaded or run
+    └── StoreError          the store could not be opened, read or written
+"""
+
+from __future__ import annotations
+
+
+class SlmError(Exception):
+    """Base class of every error slm raises on purpose."""
+
+
+class InvalidInput(SlmError, ValueError):
+    """An argument was rejected; the message names the argument and the rule it broke."""
+
+
+class NotFound(SlmError, KeyError):
+    """No memory with the given id exists in this profile."""
+
+    def __str__(self) -> str:
+        # KeyError quotes its argument; a plain message reads better everywhere.
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ConfigError(SlmError):
+    """Settings or environment are inconsistent (e.g. a store built with another embedder)."""
+
+
+class ChannelUnavailable(SlmError):
+    """A channel listed in ``required_channels`` is unhealthy."""
+
+
+class EmbedderError(SlmError):
+    """The embedding model could not be loaded or failed to run."""
+
+
+class StoreError(SlmError):
+    """The store could not be opened, read or written."""

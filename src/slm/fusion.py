@@ -1,0 +1,85 @@
+"""Fusion and scoring: pure functions, each with its formula.
+
+The engine ranks by weighted reciprocal-rank fusion (:func:`weighted_rrf`) and reports,
+beside that ordering key, a bounded ``relevance_score`` built from evidence that means the
+same thing for every query (:func:`relevance`): how similar the memory is to the question,
+and how much of the question's specific vocabulary it contains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from slm.channels.base import Hit
+
+#: Weight of lexical coverage in the relevance noisy-or (see :func:`relevance`).
+LEXICAL_RELEVANCE_WEIGHT = 0.6
+
+
+def weighted_rrf(
+    rankings: Mapping[str, Sequence[Hit]], weights: Mapping[str, float], k: float
+) -> dict[int, float]:
+    """Weighted reciprocal-rank fusion (Cormack, Clarke & Buettcher 2009)::
+
+        rrf(d) = sum over channels c that ranked d of  w_c / (k + rank_c(d))
+
+    Ranks are 1-based. A document missing from a channel's list gets nothing from it.
+    """
+    fused: dict[int, float] = {}
+    for channel, hits in rankings.items():
+        weight = weights[channel]
+        for hit in hits:
+            fused[hit.key] = fused.get(hit.key, 0.0) + weight / (k + hit.rank)
+    return fused
+
+
+def semantic_strength(cosine: float, low: float, high: float) -> float:
+    """Cosine similarity mapped linearly onto 0..1: ``clip((cos - low) / (high - low), 0, 1)``.
+
+    ``low`` is where unrelated texts sit for the model, ``high`` where paraphrases start.
+    """
+    return min(1.0, max(0.0, (cosine - low) / (high - low)))
+
+
+def lexical_coverage(
+    query_terms: Iterable[str], doc_terms: set[str], term_idf: Mapping[str, float]
+) -> float:
+    """IDF-weighted share of the query's terms present in the document::
+
+        coverage = sum_{t in q, t in d} idf(t) / sum_{t in q} idf(t)
+
+    0 when the query has no terms. Rare words count more than common ones.
+    """
+    total = matched = 0.0
+    for term in query_terms:
+        weight = term_idf.get(term, 0.0)
+        total += weight
+        if term in doc_terms:
+            matched += weight
+    return matched / total if total > 0 else 0.0
+
+
+def relevance(semantic: float, lexical: float) -> float:
+    """Bounded relevance from the two evidence strengths (each 0..1), as a noisy-or::
+
+        relevance = 1 - (1 - semantic) * (1 - 0.6 * lexical)
+
+    0 when neither kind of evidence is present, 1 only for a near-paraphrase; agreement of
+    both kinds scores higher than either alone. The inputs are query-independent scales, so
+    a score means roughly the same across queries (it is not a probability).
+    """
+    return 1.0 - (1.0 - semantic) * (1.0 - LEXICAL_RELEVANCE_WEIGHT * lexical)
+
+
+def source_trust(useful: int, not_useful: int, prior: tuple[float, float]) -> float:
+    """Posterior mean of a Beta(alpha, beta) prior after feedback on a source's memories::
+
+    trust = (alpha + useful) / (alpha + beta + useful + not_useful)
+    """
+    alpha, beta = prior
+    return (alpha + useful) / (alpha + beta + useful + not_useful)
+
+
+def order(scores: Mapping[int, float]) -> list[int]:
+    """Keys by descending score, ties broken by ascending key (deterministic)."""
+    return sorted(scores, key=lambda key: (-scores[key], key))

@@ -1,0 +1,69 @@
+"""Plain data objects passed between the layers: stored memories and memories to store."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def iso(moment: datetime) -> str:
+    """UTC ISO 8601 with a ``Z`` suffix, the one timestamp format slm emits."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def to_micros(moment: datetime) -> int:
+    """Microseconds since the Unix epoch: exact, sortable, and an integer in both stores."""
+    delta = moment.astimezone(UTC) - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(micros: int) -> datetime:
+    from datetime import timedelta
+
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=micros)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A stored memory as the API returns it. ``key`` is the store's internal row key."""
+
+    id: str
+    content: str
+    event_time: datetime
+    recorded_at: datetime
+    source: str | None
+    confidence: float
+    metadata: Mapping[str, Any]
+    tags: tuple[str, ...]
+    key: int = field(default=0, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "content": self.content,
+            "event_time": iso(self.event_time),
+            "recorded_at": iso(self.recorded_at),
+            "source": self.source,
+            "confidence": self.confidence,
+            "metadata": dict(self.metadata),
+            "tags": list(self.tags),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class NewMemory:
+    """A validated memory ready for the store: everything derived is computed before insert."""
+
+    content: str
+    content_hash: str
+    event_time: datetime
+    recorded_at: datetime
+    source: str | None
+    confidence: float
+    metadata: Mapping[str, Any]
+    tags: tuple[str, ...]
+    terms: tuple[str, ...]
+    vector: bytes
+    id: str | None = None

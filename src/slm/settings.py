@@ -1,0 +1,152 @@
+"""Settings: resolved once at the edge (arguments, then environment) into one frozen object.
+
+Deep modules receive a :class:`Settings`; only :meth:`Settings.from_env` and
+:func:`data_dir` look at the environment, and only when the caller asks them to.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from slm.errors import ConfigError
+
+#: Every candidate producer the engine knows, in the order they run.
+ALL_CHANNELS: tuple[str, ...] = ("semantic", "bm25", "temporal", "hopfield", "spreading")
+
+#: Fusion weight of each channel in weighted reciprocal-rank fusion.
+DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
+    {"semantic": 1.0, "bm25": 1.0, "temporal": 0.7, "hopfield": 0.5, "spreading": 0.5}
+)
+
+EMBEDDERS: tuple[str, ...] = ("minilm", "fake")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every tunable of slm, with its documented default.
+
+    Attributes:
+        channels: channels allowed to run (a channel must also be healthy to run).
+        required_channels: channels that must be healthy when a ``Memory`` opens, or it raises.
+        weights: per-channel weight ``w_c`` in ``sum_c w_c / (rrf_k + rank_c)``.
+        rrf_k: the reciprocal-rank-fusion constant ``k`` (60, the value of Cormack et al. 2009).
+        candidates_per_channel: how many ranked hits each channel contributes to fusion.
+        embedder: ``"minilm"`` (all-MiniLM-L6-v2, int8 ONNX) or ``"fake"`` (hashing, for tests).
+        semantic_floor: cosine similarity at or above which a memory has semantic evidence.
+        lexical_floor: IDF-weighted share of the query's terms a memory must contain to have
+            lexical evidence (0..1).
+        relevance_cos_low, relevance_cos_high: cosine similarities mapped to relevance 0 and 1.
+        bm25_k1, bm25_b: BM25 term-frequency saturation and length normalisation.
+        trust_prior: ``(alpha, beta)`` of the Beta prior on a source's reliability.
+        legacy_aliases: also emit ``score`` and ``confidence`` in results (contract v2 aliases).
+    """
+
+    channels: tuple[str, ...] = ALL_CHANNELS
+    required_channels: tuple[str, ...] = ()
+    weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_WEIGHTS)
+    rrf_k: float = 60.0
+    candidates_per_channel: int = 50
+    embedder: str = "minilm"
+    semantic_floor: float = 0.35
+    lexical_floor: float = 0.5
+    relevance_cos_low: float = 0.15
+    relevance_cos_high: float = 0.75
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    trust_prior: tuple[float, float] = (3.0, 1.0)
+    legacy_aliases: bool = True
+
+    def __post_init__(self) -> None:
+        for name in (*self.channels, *self.required_channels, *self.weights):
+            if name not in ALL_CHANNELS:
+                raise ConfigError(f"unknown channel {name!r}; known: {', '.join(ALL_CHANNELS)}")
+        if self.embedder not in EMBEDDERS:
+            raise ConfigError(f"unknown embedder {self.embedder!r}; known: {', '.join(EMBEDDERS)}")
+        if self.rrf_k <= 0:
+            raise ConfigError("rrf_k must be positive")
+        if not 1 <= self.candidates_per_channel <= 10_000:
+            raise ConfigError("candidates_per_channel must be in 1..10000")
+        if not self.relevance_cos_low < self.relevance_cos_high:
+            raise ConfigError("relevance_cos_low must be below relevance_cos_high")
+        if min(self.trust_prior) <= 0:
+            raise ConfigError("trust_prior parameters must be positive")
+
+    def weight(self, channel: str) -> float:
+        return float(self.weights.get(channel, DEFAULT_WEIGHTS[channel]))
+
+    def with_channels(self, channels: tuple[str, ...]) -> Settings:
+        return replace(self, channels=channels)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Settings from ``SLM_*`` environment variables, then explicit overrides.
+
+        ``SLM_CHANNELS`` and ``SLM_REQUIRED_CHANNELS`` are comma-separated channel names,
+        ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number and
+        ``SLM_LEGACY_ALIASES`` is a boolean (1/0, true/false, yes/no, on/off).
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        if "SLM_CHANNELS" in env:
+            values["channels"] = parse_channel_list(env["SLM_CHANNELS"], "SLM_CHANNELS")
+        if "SLM_REQUIRED_CHANNELS" in env:
+            values["required_channels"] = parse_channel_list(
+                env["SLM_REQUIRED_CHANNELS"], "SLM_REQUIRED_CHANNELS", allow_empty=True
+            )
+        if "SLM_EMBEDDER" in env:
+            values["embedder"] = env["SLM_EMBEDDER"].strip()
+        if "SLM_RRF_K" in env:
+            try:
+                values["rrf_k"] = float(env["SLM_RRF_K"])
+            except ValueError:
+                raise ConfigError(f"SLM_RRF_K is not a number: {env['SLM_RRF_K']!r}") from None
+        if "SLM_LEGACY_ALIASES" in env:
+            values["legacy_aliases"] = parse_bool(env["SLM_LEGACY_ALIASES"], "SLM_LEGACY_ALIASES")
+        values.update(overrides)
+        return cls(**values)
+
+
+def parse_channel_list(text: str, what: str, *, allow_empty: bool = False) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    if not names and not allow_empty:
+        raise ConfigError(f"{what} names no channel")
+    for name in names:
+        if name not in ALL_CHANNELS:
+            raise ConfigError(f"{what}: unknown channel {name!r}; known: {', '.join(ALL_CHANNELS)}")
+    return names
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def parse_bool(text: str, what: str) -> bool:
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{what} must be a boolean (1/0, true/false, yes/no, on/off), not {text!r}")
+
+
+def data_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``SLM_HOME`` if set, else the platform's user data directory for slm."""
+    env = os.environ if env is None else env
+    if env.get("SLM_HOME"):
+        return Path(env["SLM_HOME"]).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("slm", appauthor=False))
+
+
+def default_db_path(env: Mapping[str, str] | None = None) -> Path:
+    """``SLM_DB`` if set, else ``memory.db`` in :func:`data_dir`."""
+    env = os.environ if env is None else env
+    if env.get("SLM_DB"):
+        return Path(env["SLM_DB"]).expanduser()
+    return data_dir(env) / "memory.db"

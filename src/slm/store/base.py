@@ -1,0 +1,115 @@
+"""The ``Store`` protocol: everything the engine needs from persistence, and nothing else.
+
+A store is the only code that speaks SQL. It keeps memories and their derived indexes
+(vectors, lexical postings) consistent in one transaction per write, and isolates
+profiles: every method takes the profile and never returns another profile's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from slm.models import MemoryRecord, NewMemory
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """Restrictions a recall or list applies before ranking. Empty means everything."""
+
+    source: str | None = None
+    tags: tuple[str, ...] = ()
+    after: datetime | None = None
+    before: datetime | None = None
+
+    def is_empty(self) -> bool:
+        return self.source is None and not self.tags and self.after is None and self.before is None
+
+
+@dataclass(frozen=True, slots=True)
+class Postings:
+    """The postings of one term in one profile: parallel arrays of keys, term frequencies
+    and document lengths, plus the term's document frequency."""
+
+    keys: npt.NDArray[np.int64]
+    tf: npt.NDArray[np.float32]
+    dl: npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class LexicalStats:
+    n_docs: int
+    avg_len: float
+    df: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """Outcome of inserting one item: its id and whether it was new."""
+
+    id: str
+    key: int
+    created: bool
+
+
+class Store(Protocol):
+    """Persistence for memories and their derived indexes. Implementations: sqlite, postgres."""
+
+    kind: str
+    location: str
+
+    def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
+        """Map each content hash already stored in the profile to its memory id."""
+
+    def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
+        """Store items in one transaction; an item whose hash exists returns the existing id."""
+
+    def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        """The memories with these ids, in the order given, skipping unknown ids."""
+
+    def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]: ...
+
+    def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
+        """Most recently recorded first."""
+
+    def count(self, profile: str, filters: Filters | None = None) -> int: ...
+
+    def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
+        """Up to ``limit`` memories with key above ``after_key``, in key order (for export)."""
+
+    def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
+        """Remove memories and every derived row in one transaction; return the ids removed."""
+
+    def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
+
+    def vector_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key."""
+
+    def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
+        """Stored unit vectors for ``keys`` (rows in the same order)."""
+
+    def postings(self, profile: str, terms: Sequence[str]) -> dict[str, Postings]: ...
+
+    def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats: ...
+
+    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """(useful, not useful) feedback counts per source."""
+
+    def add_feedback(self, profile: str, source: str, useful: bool) -> None: ...
+
+    def meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,538 @@
+"""The embedded default store: one SQLite file in WAL mode.
+
+Memories and every derived index live in the same file and change in the same
+transaction, so a crash leaves either the whole memory or none of it. Vectors are also
+cached in an in-process :class:`~slm.store.vectors.VectorIndex` that follows the rows:
+new rows are found by their monotonically increasing key, removed ones through the
+``forgotten`` log, and other processes' commits through ``PRAGMA data_version``.
+
+Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
+``remember`` returns, even across a power cut.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.errors import StoreError
+from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
+from slm.store.vectors import VectorIndex
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE memories (
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        profile TEXT NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        event_time INTEGER NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        source TEXT,
+        confidence REAL NOT NULL,
+        metadata TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        UNIQUE (profile, content_hash)
+    );
+    CREATE INDEX memories_event ON memories (profile, event_time);
+    CREATE INDEX memories_recorded ON memories (profile, recorded_at, key);
+    CREATE INDEX memories_source ON memories (profile, source);
+    CREATE TABLE memory_tags (
+        profile TEXT NOT NULL, tag TEXT NOT NULL, key INTEGER NOT NULL,
+        PRIMARY KEY (profile, tag, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE embeddings (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, vector BLOB NOT NULL);
+    CREATE INDEX embeddings_profile ON embeddings (profile, key);
+    CREATE TABLE lex_docs (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, terms TEXT NOT NULL);
+    CREATE TABLE lex_postings (
+        profile TEXT NOT NULL, term TEXT NOT NULL, key INTEGER NOT NULL,
+        tf INTEGER NOT NULL, dl INTEGER NOT NULL,
+        PRIMARY KEY (profile, term, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE lex_terms (
+        profile TEXT NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL,
+        PRIMARY KEY (profile, term)
+    ) WITHOUT ROWID;
+    CREATE TABLE lex_stats (
+        profile TEXT PRIMARY KEY, n_docs INTEGER NOT NULL, total_len INTEGER NOT NULL
+    );
+    CREATE TABLE forgotten (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT NULL, key INTEGER NOT NULL
+    );
+    CREATE TABLE source_feedback (
+        profile TEXT NOT NULL, source TEXT NOT NULL,
+        useful INTEGER NOT NULL DEFAULT 0, not_useful INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (profile, source)
+    );
+    """,
+)
+
+_MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
+_CHUNK = 500
+
+
+def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
+    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row
+    return MemoryRecord(
+        id=id_,
+        content=content,
+        event_time=from_micros(event_time),
+        recorded_at=from_micros(recorded_at),
+        source=source,
+        confidence=confidence,
+        metadata=json.loads(metadata),
+        tags=tuple(json.loads(tags)),
+        key=key,
+    )
+
+
+def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+@dataclass
+class _IndexState:
+    index: VectorIndex
+    max_key: int = 0
+    forgotten_seq: int = 0
+    dirty: bool = False
+
+
+class SQLiteStore:
+    """SQLite implementation of :class:`~slm.store.base.Store`."""
+
+    kind = "sqlite"
+
+    def __init__(self, path: str | Path, *, dim: int) -> None:
+        self.path = Path(path)
+        self.location = str(self.path)
+        self.dim = dim
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
+        self._lock = threading.RLock()
+        self._indexes: dict[str, _IndexState] = {}
+        self._data_version = self._pragma_data_version()
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if version >= len(MIGRATIONS):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            for number in range(version, len(MIGRATIONS)):
+                for statement in MIGRATIONS[number].split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version={number + 1}")
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
+            try:
+                yield self._db
+                self._db.execute("COMMIT")
+                for state in self._indexes.values():
+                    state.dirty = True
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"read failed on {self.path}: {exc}") from exc
+
+    def _pragma_data_version(self) -> int:
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    # -- writes -----------------------------------------------------------------------
+
+    def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for chunk in _chunks(list(dict.fromkeys(hashes))):
+            rows = self._read(
+                f"SELECT content_hash, id FROM memories WHERE profile = ? "
+                f"AND content_hash IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            found.update(dict(rows))
+        return found
+
+    def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
+        results: list[Stored] = []
+        with self._write() as db:
+            known: dict[str, tuple[str, int]] = {}
+            for chunk in _chunks(list(dict.fromkeys(i.content_hash for i in items))):
+                rows = db.execute(
+                    f"SELECT content_hash, id, key FROM memories WHERE profile = ? "
+                    f"AND content_hash IN ({_marks(len(chunk))})",
+                    [profile, *chunk],
+                ).fetchall()
+                known.update({h: (i, k) for h, i, k in rows})
+            fresh: list[tuple[int, NewMemory]] = []
+            for item in items:
+                if item.content_hash in known:
+                    id_, key = known[item.content_hash]
+                    results.append(Stored(id_, key, created=False))
+                    continue
+                id_ = self._new_id(db, item.id)
+                key = self._insert_row(db, profile, id_, item)
+                known[item.content_hash] = (id_, key)
+                fresh.append((key, item))
+                results.append(Stored(id_, key, created=True))
+            self._insert_derived(db, profile, fresh)
+        return results
+
+    def _new_id(self, db: sqlite3.Connection, wanted: str | None) -> str:
+        candidate = wanted or secrets.token_hex(8)
+        while db.execute("SELECT 1 FROM memories WHERE id = ?", (candidate,)).fetchone():
+            candidate = secrets.token_hex(8)
+        return candidate
+
+    def _insert_row(self, db: sqlite3.Connection, profile: str, id_: str, m: NewMemory) -> int:
+        cursor = db.execute(
+            "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at,"
+            " source, confidence, metadata, tags) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (
+                id_,
+                profile,
+                m.content,
+                m.content_hash,
+                to_micros(m.event_time),
+                to_micros(m.recorded_at),
+                m.source,
+                m.confidence,
+                json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+                json.dumps(list(m.tags), ensure_ascii=False),
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def _insert_derived(
+        self, db: sqlite3.Connection, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+    ) -> None:
+        if not fresh:
+            return
+        db.executemany(
+            "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
+            [(key, profile, m.vector) for key, m in fresh],
+        )
+        db.executemany(
+            "INSERT OR IGNORE INTO memory_tags (profile, tag, key) VALUES (?,?,?)",
+            [(profile, tag, key) for key, m in fresh for tag in m.tags],
+        )
+        db.executemany(
+            "INSERT INTO lex_docs (key, profile, terms) VALUES (?,?,?)",
+            [(key, profile, " ".join(m.terms)) for key, m in fresh],
+        )
+        postings: list[tuple[str, str, int, int, int]] = []
+        df, total = Counter[str](), 0
+        for key, m in fresh:
+            counts = Counter(m.terms)
+            total += len(m.terms)
+            df.update(counts.keys())
+            postings.extend((profile, t, key, tf, len(m.terms)) for t, tf in counts.items())
+        db.executemany(
+            "INSERT INTO lex_postings (profile, term, key, tf, dl) VALUES (?,?,?,?,?)", postings
+        )
+        db.executemany(
+            "INSERT INTO lex_terms (profile, term, df) VALUES (?,?,?) "
+            "ON CONFLICT (profile, term) DO UPDATE SET df = df + excluded.df",
+            [(profile, t, n) for t, n in df.items()],
+        )
+        db.execute(
+            "INSERT INTO lex_stats (profile, n_docs, total_len) VALUES (?,?,?) "
+            "ON CONFLICT (profile) DO UPDATE SET n_docs = n_docs + excluded.n_docs, "
+            "total_len = total_len + excluded.total_len",
+            (profile, len(fresh), total),
+        )
+
+    def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
+        removed: list[str] = []
+        with self._write() as db:
+            for chunk in _chunks(list(ids)):
+                rows = db.execute(
+                    f"SELECT m.key, m.id, d.terms FROM memories m JOIN lex_docs d USING (key) "
+                    f"WHERE m.profile = ? AND m.id IN ({_marks(len(chunk))})",
+                    [profile, *chunk],
+                ).fetchall()
+                for key, id_, terms in rows:
+                    self._delete_one(db, profile, key, terms.split())
+                    removed.append(id_)
+        return removed
+
+    def _delete_one(self, db: sqlite3.Connection, profile: str, key: int, terms: list[str]) -> None:
+        distinct = list(dict.fromkeys(terms))
+        db.executemany(
+            "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND key = ?",
+            [(profile, t, key) for t in distinct],
+        )
+        db.executemany(
+            "UPDATE lex_terms SET df = df - 1 WHERE profile = ? AND term = ?",
+            [(profile, t) for t in distinct],
+        )
+        db.execute("DELETE FROM lex_terms WHERE profile = ? AND df <= 0", (profile,))
+        db.execute(
+            "UPDATE lex_stats SET n_docs = n_docs - 1, total_len = total_len - ? WHERE profile = ?",
+            (len(terms), profile),
+        )
+        for table in ("embeddings", "lex_docs"):
+            db.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
+        db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
+        db.execute("DELETE FROM memories WHERE key = ?", (key,))
+        db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
+
+    def add_feedback(self, profile: str, source: str, useful: bool) -> None:
+        column = "useful" if useful else "not_useful"
+        with self._write() as db:
+            db.execute(
+                f"INSERT INTO source_feedback (profile, source, {column}) VALUES (?, ?, 1) "
+                f"ON CONFLICT (profile, source) DO UPDATE SET {column} = {column} + 1",
+                (profile, source),
+            )
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    # -- reads ------------------------------------------------------------------------
+
+    def meta(self, key: str) -> str | None:
+        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
+        by_id: dict[str, MemoryRecord] = {}
+        for chunk in _chunks(list(ids)):
+            rows = self._read(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? "
+                f"AND id IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            by_id.update((r.id, r) for r in map(_record, rows))
+        return [by_id[i] for i in ids if i in by_id]
+
+    def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]:
+        out: dict[int, MemoryRecord] = {}
+        for chunk in _chunks(list(keys)):
+            rows = self._read(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? "
+                f"AND key IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            out.update((r.key, r) for r in map(_record, rows))
+        return out
+
+    def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
+        clauses: list[str] = ["profile = ?"]
+        params: list[Any] = [profile]
+        if filters.source is not None:
+            clauses.append("source = ?")
+            params.append(filters.source)
+        for tag in filters.tags:
+            clauses.append("key IN (SELECT key FROM memory_tags WHERE profile = ? AND tag = ?)")
+            params.extend([profile, tag])
+        if filters.after is not None:
+            clauses.append("event_time >= ?")
+            params.append(to_micros(filters.after))
+        if filters.before is not None:
+            clauses.append("event_time < ?")
+            params.append(to_micros(filters.before))
+        return " AND ".join(clauses), params
+
+    def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
+        where, params = self._where(profile, filters)
+        rows = self._read(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where} "
+            "ORDER BY recorded_at DESC, key DESC LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_record(r) for r in rows]
+
+    def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
+        rows = self._read(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? AND key > ? "
+            "ORDER BY key LIMIT ?",
+            (profile, after_key, limit),
+        )
+        return [_record(r) for r in rows]
+
+    def count(self, profile: str, filters: Filters | None = None) -> int:
+        where, params = self._where(profile, filters or Filters())
+        return int(self._read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+
+    def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
+        where, params = self._where(profile, filters)
+        return {r[0] for r in self._read(f"SELECT key FROM memories WHERE {where}", params)}
+
+    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
+        wanted = list(dict.fromkeys(sources))
+        out: dict[str, tuple[int, int]] = {}
+        for chunk in _chunks(wanted):
+            rows = self._read(
+                f"SELECT source, useful, not_useful FROM source_feedback WHERE profile = ? "
+                f"AND source IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            out.update((s, (u, n)) for s, u, n in rows)
+        return out
+
+    def postings(self, profile: str, terms: Sequence[str]) -> dict[str, Postings]:
+        grouped: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+        for chunk in _chunks(list(dict.fromkeys(terms))):
+            rows = self._read(
+                f"SELECT term, key, tf, dl FROM lex_postings WHERE profile = ? "
+                f"AND term IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            for term, key, tf, dl in rows:
+                grouped[term].append((key, tf, dl))
+        out: dict[str, Postings] = {}
+        for term, entries in grouped.items():
+            arr = np.array(entries, dtype=np.int64)
+            out[term] = Postings(
+                arr[:, 0], arr[:, 1].astype(np.float32), arr[:, 2].astype(np.float32)
+            )
+        return out
+
+    def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
+        rows = self._read("SELECT n_docs, total_len FROM lex_stats WHERE profile = ?", (profile,))
+        n_docs, total = rows[0] if rows else (0, 0)
+        df: dict[str, int] = {}
+        for chunk in _chunks(list(dict.fromkeys(terms))):
+            df.update(
+                self._read(
+                    f"SELECT term, df FROM lex_terms WHERE profile = ? "
+                    f"AND term IN ({_marks(len(chunk))})",
+                    [profile, *chunk],
+                )
+            )
+        return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
+
+    # -- vectors ----------------------------------------------------------------------
+
+    def vector_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            return self._index(profile).search(query, k, allowed)
+
+    def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
+        by_key: dict[int, bytes] = {}
+        for chunk in _chunks(list(keys)):
+            rows = self._read(
+                f"SELECT key, vector FROM embeddings WHERE profile = ? "
+                f"AND key IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            by_key.update(rows)
+        out = np.zeros((len(keys), self.dim), dtype=np.float32)
+        for row, key in enumerate(keys):
+            if key in by_key:
+                out[row] = np.frombuffer(by_key[key], dtype="<f4")
+        return out
+
+    def _index(self, profile: str) -> VectorIndex:
+        """The profile's vector index, brought up to date with the rows."""
+        state = self._indexes.get(profile)
+        if state is None:
+            state = self._indexes[profile] = _IndexState(VectorIndex(self.dim))
+            self._catch_up(profile, state)
+            return state.index
+        version = self._pragma_data_version()
+        if version != self._data_version or state.dirty:
+            self._catch_up(profile, state)
+        return state.index
+
+    def _catch_up(self, profile: str, state: _IndexState) -> None:
+        self._db.execute("BEGIN")
+        try:
+            rows = self._db.execute(
+                "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? ORDER BY key",
+                (profile, state.max_key),
+            ).fetchall()
+            gone = self._db.execute(
+                "SELECT seq, key FROM forgotten WHERE profile = ? AND seq > ? ORDER BY seq",
+                (profile, state.forgotten_seq),
+            ).fetchall()
+            self._data_version = self._pragma_data_version()
+        finally:
+            self._db.execute("COMMIT")
+        if gone:
+            state.index.remove(key for _, key in gone)
+            state.forgotten_seq = gone[-1][0]
+        if rows:
+            keys = [r[0] for r in rows]
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, self.dim)
+            state.index.add(keys, matrix)
+            state.max_key = keys[-1]
+        state.dirty = False
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        try:
+            mode = self._read("PRAGMA journal_mode")[0][0]
+            return {
+                "kind": self.kind,
+                "location": self.location,
+                "healthy": True,
+                "journal_mode": mode,
+                "reason": None,
+            }
+        except StoreError as exc:
+            return {
+                "kind": self.kind,
+                "location": self.location,
+                "healthy": False,
+                "reason": str(exc),
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
