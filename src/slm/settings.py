@@ -52,7 +52,7 @@ class Settings:
     rrf_k: float = 60.0
     candidates_per_channel: int = 50
     embedder: str = "minilm"
-    semantic_floor: float = 0.35
+    semantic_floor: float = 0.28
     lexical_floor: float = 0.5
     relevance_cos_low: float = 0.15
     relevance_cos_high: float = 0.75

@@ -184,7 +184,7 @@ def entity_key(name: str) -> str:
 
 
 def _shape(core: str) -> str:
-    if len(core) > MAX_KEY_LEN:
+    if len(core) > MAX_KEY_LEN or core.islower():
         return ""
     letters = [c for c in core if c.isalpha()]
     if not letters:

@@ -29,10 +29,17 @@ Conventions (all spans are ``[start, end)`` in UTC; naive inputs are UTC):
 * Query windows only: "before X", "after X", "since X", "until X" become
   open-ended windows clipped to ``HORIZON_YEARS`` on the open side. During
   ingest those words are ignored and X itself is reported.
-* "May", "March" and "August" double as ordinary words, so bare months need a
-  cue (a preposition, "last"/"next"/"this", a day number or a year), and
-  lower-case "may"/"march"/"august" after a cue is still rejected when the
-  next word reads as a verb phrase ("the last may be").
+* "May", "March", "August", "April" and "June" double as ordinary words or
+  names, so without a day number or a year they need a cue: "last"/"next"/
+  "this" or a time preposition ("in", "since", "of", ...; not "to"/"by",
+  which precede names). Lower-case "may"/"march"/"august" after a cue is
+  still rejected when the next word reads as a verb phrase ("the last may
+  be"), and a possessive ("May's") is always a name.
+* Years need a cue ("in 2022", "since 2016", "year 2019") unless they are
+  part of a fuller date, so counts like "2022 meters" are ignored.
+* ``TimeSpan.text`` is the expression itself with whitespace collapsed; a
+  bare preposition cue ("in" of "in 2022") is not part of it, a modifier
+  ("last" of "last July") is.
 """
 
 from __future__ import annotations
@@ -177,6 +184,7 @@ _RE_OPEN = re.compile(
     _F,
 )
 _RE_DIGIT = re.compile(r"[0-9]")
+_RE_HAS_YEAR = re.compile(rf"(?<![0-9]){_YEAR}")
 _RE_WS = re.compile(r"\s+")
 
 # ------------------------------------------------------------ date helpers
@@ -444,7 +452,7 @@ def _reanchor_month(left: TimeSpan, right: TimeSpan) -> TimeSpan:
     """In "between May and July 2023" the first month takes the second's year."""
     if left.granularity != "month" or _RE_DIGIT.search(left.text):
         return left
-    if not _RE_DIGIT.search(right.text):
+    if not _RE_HAS_YEAR.search(right.text):
         return left
     month = left.start.month
     year = right.start.year - (1 if month > right.start.month else 0)

@@ -1,0 +1,3 @@
+from slm.cli import main
+
+main()

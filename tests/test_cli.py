@@ -1,0 +1,153 @@
+"""The slm command: JSON output, human output, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from slm.cli import cli
+
+
+@pytest.fixture
+def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    monkeypatch.setenv("SLM_DB", str(tmp_path / "cli.db"))
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(cli, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def test_remember_recall_get_list_forget(run) -> None:  # type: ignore[no-untyped-def]
+    made = run(
+        "remember",
+        "The boiler is serviced every October",
+        "--source",
+        "home",
+        "--event-time",
+        "2024-10-01T09:00:00Z",
+        "--confidence",
+        "0.9",
+        "--meta",
+        '{"room": "cellar"}',
+        "--tag",
+        "house",
+        "--json",
+    )
+    assert made.exit_code == 0, made.output
+    record = json.loads(made.stdout)
+    assert record["content"] == "The boiler is serviced every October"
+    assert record["metadata"] == {"room": "cellar"} and record["tags"] == ["house"]
+
+    recalled = json.loads(run("recall", "boiler service", "--json").stdout)
+    assert recalled["score_contract_version"] == "2"
+    assert recalled["results"][0]["id"] == record["id"]
+
+    assert json.loads(run("get", record["id"], "--json").stdout)["id"] == record["id"]
+    listed = json.loads(run("list", "--limit", "5", "--json").stdout)
+    assert [r["id"] for r in listed] == [record["id"]]
+
+    forgotten = run("forget", record["id"], "--json")
+    assert json.loads(forgotten.stdout) == {"forgotten": [record["id"]], "not_found": []}
+    assert json.loads(run("list", "--json").stdout) == []
+
+
+def test_human_output(run) -> None:  # type: ignore[no-untyped-def]
+    assert run("remember", "Kettle descaling needs citric acid").stdout.startswith("remembered ")
+    out = run("recall", "descaling the kettle").stdout
+    assert " 1. [" in out and "Kettle descaling" in out
+
+
+def test_recall_trace_json(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "Kettle descaling needs citric acid")
+    body = json.loads(run("recall", "kettle", "--trace", "--json").stdout)
+    assert set(body["trace"]["channels"]) >= {"semantic", "bm25"}
+
+
+def test_import_export_round_trip(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"content": "one"}\n{"content": "two", "tags": ["x"]}\n', encoding="utf-8")
+    assert json.loads(run("import", str(source), "--json").stdout)["stored"] == 2
+    again = json.loads(run("import", str(source), "--json").stdout)
+    assert (again["stored"], again["existing"]) == (0, 2)
+    dump = tmp_path / "out.jsonl"
+    assert json.loads(run("export", str(dump), "--json").stdout)["exported"] == 2
+    lines = [json.loads(line) for line in dump.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["content"] for r in lines) == ["one", "two"]
+
+
+def test_health_json(run) -> None:  # type: ignore[no-untyped-def]
+    report = json.loads(run("health", "--json").stdout)
+    assert set(report) >= {"store", "embedder", "channels"}
+    assert report["channels"]["semantic"] == {"healthy": True, "reason": None, "enabled": True}
+
+
+def test_profiles_via_option_and_env(run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    run("--profile", "work", "remember", "standup at nine")
+    assert json.loads(run("list", "--json").stdout) == []
+    monkeypatch.setenv("SLM_PROFILE", "work")
+    assert len(json.loads(run("list", "--json").stdout)) == 1
+
+
+BAD = [
+    (["remember", ""], "content is empty"),
+    (["remember", "   "], "content is empty"),
+    (["remember", "x" * 70_000], "limit is 65536 bytes"),
+    (["remember", "nul\x00"], "NUL"),
+    (["remember", "ok", "--event-time", "not-a-date"], "event_time is not an ISO 8601"),
+    (["remember", "ok", "--meta", "{broken"], "metadata is not valid JSON"),
+    (["remember", "ok", "--confidence", "7"], "confidence must be in 0..1"),
+    (["recall", "q", "--k", "0"], "k must be in 1..1000"),
+    (["recall", "q", "--k", "1001"], "k must be in 1..1000"),
+    (["recall", "q", "--channels", "psychic"], "unknown channel"),
+    (["--profile", "bad name!", "list"], "profile must match"),
+    (["get", "0123456789abcdef"], "no memory with id"),
+    (["get", "nope"], "memory id must be"),
+    (["forget", "0123456789abcdef"], "not found"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD)
+def test_bad_input_one_line_error(run, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    result = run(*args)
+    assert result.exit_code != 0
+    assert message in result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert json.loads(run("list", "--json").stdout) == []
+
+
+def test_real_process_has_no_traceback(tmp_path: Path) -> None:
+    env = {"SLM_EMBEDDER": "fake", "SLM_DB": str(tmp_path / "p.db"), "PATH": ""}
+    done = subprocess.run(
+        [sys.executable, "-m", "slm", "remember", "ok", "--event-time", "garbage"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: event_time is not an ISO 8601 timestamp")
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_demo_runs_and_recalls(run) -> None:  # type: ignore[no-untyped-def]
+    result = run("demo", "--json")
+    assert result.exit_code == 0
+    answers = json.loads(result.stdout)
+    assert len(answers) >= 5
+    assert all(a["score_contract_version"] == "2" for a in answers)
+
+
+def test_every_command_is_documented_in_the_readme() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name in cli.commands:
+        assert f"slm {name}" in readme, f"README does not mention 'slm {name}'"
