@@ -18,8 +18,11 @@ from typing import Any
 from slm import validate
 from slm.channels import Channel, Query, build_channels
 from slm.contract import RecallResponse
-from slm.embed import Embedder, make_embedder
+from slm.embed import Embedder, Matrix, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
+from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
+from slm.ingest.entities import query_entities
+from slm.ingest.timeexpr import is_when_question, query_window
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import run_recall
 from slm.settings import ALL_CHANNELS, Settings, default_db_path
@@ -80,6 +83,7 @@ class Memory:
         try:
             self._check_embedder()
             self.channels: dict[str, Channel] = build_channels(self.store, self.settings)
+            self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
         except BaseException:
             self.store.close()
@@ -154,9 +158,10 @@ class Memory:
             if c.content_hash not in known:
                 pending.setdefault(c.content_hash, c)
         vectors = self.embedder.embed_batch([c.content for c in pending.values()])
+        links = semantic_links(self.store, self.profile, vectors)
         new_items = [
-            replace(c, terms=tuple(terms(c.content)), vector=v.astype("<f4").tobytes())
-            for c, v in zip(pending.values(), vectors, strict=True)
+            _with_derived(c, v, stored, batch)
+            for c, v, (stored, batch) in zip(pending.values(), vectors, links, strict=True)
         ]
         ids = dict(known)
         if new_items:
@@ -222,6 +227,28 @@ class Memory:
 
         return source_trust(*counts, prior=self.settings.trust_prior)
 
+    def reindex(self, batch: int = 500) -> int:
+        """Rebuild every derived index of the profile (lexical, entities, dates, graph) from
+        the stored memories and their stored embeddings; returns how many were reindexed."""
+        done, after = 0, 0
+        while records := self.store.scan(self.profile, after, batch):
+            vectors = self.store.vectors(self.profile, [r.key for r in records])
+            items = []
+            for record, vector in zip(records, vectors, strict=True):
+                neighbours = tuple(
+                    (key, score)
+                    for key, score in self.store.vector_search(
+                        self.profile, vector, SEMANTIC_LINKS + 1, None
+                    )
+                    if key != record.key and score >= SEMANTIC_LINK_FLOOR
+                )[:SEMANTIC_LINKS]
+                item = _record_as_new(record)
+                items.append((record.key, _with_derived(item, vector, neighbours, ())))
+            self.store.rederive(self.profile, items)
+            done += len(records)
+            after = records[-1].key
+        return done
+
     # -- reading ------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> MemoryRecord:
@@ -276,16 +303,31 @@ class Memory:
         allowed = None
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
+        moment = validate.timestamp(now, "now") or datetime.now(UTC)
+        names = tuple(query_entities(text))
+        matches = self.store.find_entities(self.profile, names)
         interpreted = Query(
             text=text,
             profile=self.profile,
             vector=self.embedder.embed_batch([text])[0],
             terms=tuple(query_terms(text)),
-            now=validate.timestamp(now, "now") or datetime.now(UTC),
+            now=moment,
             filters=filters,
             allowed=allowed,
+            entities=names,
+            entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
+            window=query_window(text, moment),
+            when=is_when_question(text),
         )
-        return run_recall(self.store, self.channels, settings, interpreted, k, want_trace=trace)
+        response, runs = run_recall(
+            self.store, self.channels, settings, interpreted, k, want_trace=trace
+        )
+        for run in runs:
+            if run.error is not None:
+                self._channel_errors[run.name] = run.error
+            elif run.ran:
+                self._channel_errors.pop(run.name, None)
+        return response
 
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
@@ -296,9 +338,10 @@ class Memory:
                 channels[name] = {"healthy": False, "reason": "not available in this version"}
                 continue
             health = channel.health()
+            error = self._channel_errors.get(name)
             channels[name] = {
-                "healthy": health.healthy,
-                "reason": health.reason,
+                "healthy": health.healthy and error is None,
+                "reason": health.reason if error is None else f"failed in the last recall: {error}",
                 "enabled": name in self.settings.channels,
             }
         return {
@@ -308,6 +351,41 @@ class Memory:
             "embedder": self.embedder.health(),
             "channels": channels,
         }
+
+
+def _record_as_new(record: MemoryRecord) -> NewMemory:
+    return NewMemory(
+        content=record.content,
+        content_hash=content_hash(record.content),
+        event_time=record.event_time,
+        recorded_at=record.recorded_at,
+        source=record.source,
+        confidence=record.confidence,
+        metadata=record.metadata,
+        tags=record.tags,
+        terms=(),
+        vector=b"",
+        id=record.id,
+    )
+
+
+def _with_derived(
+    item: NewMemory,
+    vector: Matrix,
+    links: tuple[tuple[int, float], ...],
+    batch_links: tuple[tuple[int, float], ...],
+) -> NewMemory:
+    derived = derive(item.content, item.event_time, item.metadata)
+    return replace(
+        item,
+        terms=tuple(terms(item.content)),
+        vector=vector.astype("<f4").tobytes(),
+        session=derived.session,
+        entities=derived.entities,
+        spans=derived.spans,
+        links=links,
+        batch_links=batch_links,
+    )
 
 
 _ITEM_FIELDS = frozenset(

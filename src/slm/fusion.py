@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from slm.channels.base import Hit
 
-#: Weight of lexical coverage in the relevance noisy-or (see :func:`relevance`).
+#: Weights of lexical coverage and a time-window match in the relevance noisy-or.
 LEXICAL_RELEVANCE_WEIGHT = 0.6
+TEMPORAL_RELEVANCE_WEIGHT = 0.3
 
 
 def weighted_rrf(
@@ -59,16 +60,45 @@ def lexical_coverage(
     return matched / total if total > 0 else 0.0
 
 
-def relevance(semantic: float, lexical: float) -> float:
-    """Bounded relevance from the two evidence strengths (each 0..1), as a noisy-or::
+def relevance(semantic: float, lexical: float, temporal: float = 0.0) -> float:
+    """Bounded relevance from the evidence strengths (each 0..1), as a noisy-or::
 
-        relevance = 1 - (1 - semantic) * (1 - 0.6 * lexical)
+        relevance = 1 - (1 - semantic) * (1 - 0.6 * lexical) * (1 - 0.3 * temporal)
 
-    0 when neither kind of evidence is present, 1 only for a near-paraphrase; agreement of
-    both kinds scores higher than either alone. The inputs are query-independent scales, so
-    a score means roughly the same across queries (it is not a probability).
+    0 when no kind of evidence is present, 1 only for a near-paraphrase; agreement of kinds
+    scores higher than any alone. The inputs are query-independent scales, so a score means
+    roughly the same across queries (it is not a probability).
     """
-    return 1.0 - (1.0 - semantic) * (1.0 - LEXICAL_RELEVANCE_WEIGHT * lexical)
+    return 1.0 - (
+        (1.0 - semantic)
+        * (1.0 - LEXICAL_RELEVANCE_WEIGHT * lexical)
+        * (1.0 - TEMPORAL_RELEVANCE_WEIGHT * temporal)
+    )
+
+
+def entity_graph_boost(
+    query_entities: Sequence[frozenset[int]],
+    candidate_entities: Mapping[int, frozenset[int]],
+    adjacency: Mapping[int, frozenset[int]],
+    leaders: Sequence[int],
+    entity_weight: float,
+    graph_weight: float,
+) -> dict[int, float]:
+    """Post-fusion boost for each candidate (only candidates; it never adds one)::
+
+        boost(d) = entity_weight * shared(d) / |Q| + graph_weight * [d is linked to a leader]
+
+    ``Q`` holds the query's entities (each a set of stored entity ids, aliases included),
+    ``shared(d)`` counts those the candidate mentions, and the leaders are the top fused
+    candidates: a memory next to the best evidence is more likely part of the answer.
+    """
+    boosts: dict[int, float] = {}
+    for key, mentioned in candidate_entities.items():
+        shared = sum(1 for group in query_entities if group & mentioned)
+        entity = entity_weight * shared / len(query_entities) if query_entities else 0.0
+        linked = any(leader != key and leader in adjacency.get(key, ()) for leader in leaders)
+        boosts[key] = entity + (graph_weight if linked else 0.0)
+    return boosts
 
 
 def source_trust(useful: int, not_useful: int, prior: tuple[float, float]) -> float:

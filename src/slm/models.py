@@ -67,3 +67,12 @@ class NewMemory:
     terms: tuple[str, ...]
     vector: bytes
     id: str | None = None
+    session: str | None = None
+    #: (entity key, kind, is_speaker) for each entity the text mentions.
+    entities: tuple[tuple[str, str, bool], ...] = ()
+    #: (start, end) in microseconds since the epoch, for each date the text refers to.
+    spans: tuple[tuple[int, int], ...] = ()
+    #: (existing key, cosine) of strong semantic neighbours already stored.
+    links: tuple[tuple[int, float], ...] = ()
+    #: (index in the same batch, cosine) of strong semantic neighbours inserted alongside.
+    batch_links: tuple[tuple[int, float], ...] = ()

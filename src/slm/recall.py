@@ -1,4 +1,4 @@
-"""The recall pipeline: run the channels, fuse, weigh the evidence, apply the floor.
+"""The recall pipeline: run the channels, fuse, weigh the evidence, enhance, apply the floor.
 
 Each step is a small function; :func:`run_recall` strings them together and records what
 happened in a trace, so the result of every recall can be explained after the fact.
@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -18,12 +19,15 @@ from slm import fusion
 from slm.channels import Channel, Hit, Query
 from slm.channels.bm25 import idf
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
-from slm.models import MemoryRecord
+from slm.models import MemoryRecord, to_micros
 from slm.settings import Settings
 from slm.store import Store
 from slm.text import terms as text_terms
 
 log = logging.getLogger(__name__)
+
+#: Candidates linked to one of this many top fused candidates get the graph boost.
+LEADERS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,7 @@ class ChannelRun:
 class Evidence:
     cosine: float
     lexical: float
+    temporal: bool
     relevance: float
     primary: bool
 
@@ -47,8 +52,12 @@ class Evidence:
 def run_channels(
     channels: Mapping[str, Channel], enabled: Sequence[str], query: Query, k: int
 ) -> list[ChannelRun]:
-    """Run every enabled, healthy channel; a channel that raises is recorded, not dropped."""
+    """Run every enabled, healthy channel in order, each seeing the hits of those before it.
+
+    A channel that raises is recorded with its error (trace and health), never dropped silently.
+    """
     runs: list[ChannelRun] = []
+    prior: dict[str, tuple[Hit, ...]] = {}
     for name, channel in channels.items():
         if name not in enabled:
             runs.append(ChannelRun(name, ran=False, reason="disabled"))
@@ -59,38 +68,91 @@ def run_channels(
             continue
         start = time.perf_counter()
         try:
-            hits = tuple(channel.candidates(query, k))
+            hits = tuple(channel.candidates(replace(query, prior=MappingProxyType(prior)), k))
         except Exception as exc:  # reported in trace and health; the recall goes on
             log.warning("channel %s failed: %s", name, exc, exc_info=True)
-            runs.append(
-                ChannelRun(name, ran=False, reason="error", error=f"{type(exc).__name__}: {exc}")
-            )
+            error = f"{type(exc).__name__}: {exc}"
+            runs.append(ChannelRun(name, ran=False, reason="error", error=error))
             continue
-        runs.append(ChannelRun(name, ran=True, hits=hits, ms=(time.perf_counter() - start) * 1000))
+        prior = {**prior, name: hits}
+        elapsed = (time.perf_counter() - start) * 1000
+        runs.append(ChannelRun(name, ran=True, hits=hits, ms=elapsed))
     return runs
 
 
 def weigh_evidence(
     store: Store, query: Query, records: Mapping[int, MemoryRecord], settings: Settings
 ) -> dict[int, Evidence]:
-    """Semantic and lexical evidence for each candidate, on query-independent scales."""
+    """Semantic, lexical and temporal evidence for each candidate, on query-independent scales."""
     keys = list(records)
     if not keys:
         return {}
-    cosines = store.vectors(query.profile, keys) @ query.vector
+    cosines = np.asarray(store.vectors(query.profile, keys) @ query.vector, dtype=np.float64)
     stats = store.lexical_stats(query.profile, query.terms)
     term_idf = {t: idf(stats.n_docs, stats.df.get(t, 0)) for t in query.terms}
+    in_window = _in_window(store, query, records)
     out: dict[int, Evidence] = {}
-    for key, cosine in zip(keys, np.asarray(cosines, dtype=np.float64).tolist(), strict=True):
-        lexical = fusion.lexical_coverage(
-            query.terms, set(text_terms(records[key].content)), term_idf
-        )
+    for key, cosine in zip(keys, cosines.tolist(), strict=True):
+        doc_terms = set(text_terms(records[key].content))
+        lexical = fusion.lexical_coverage(query.terms, doc_terms, term_idf)
         semantic = fusion.semantic_strength(
             cosine, settings.relevance_cos_low, settings.relevance_cos_high
         )
-        primary = cosine >= settings.semantic_floor or lexical >= settings.lexical_floor
-        out[key] = Evidence(cosine, lexical, fusion.relevance(semantic, lexical), primary)
+        temporal = key in in_window
+        primary = cosine >= settings.semantic_floor or lexical >= settings.lexical_floor or temporal
+        score = fusion.relevance(semantic, lexical, 1.0 if temporal else 0.0)
+        out[key] = Evidence(cosine, lexical, temporal, score, primary)
     return out
+
+
+def _in_window(store: Store, query: Query, records: Mapping[int, MemoryRecord]) -> set[int]:
+    """Candidates whose event time or a referenced date falls in the query's time window."""
+    if query.window is None:
+        return set()
+    start, end = to_micros(query.window.start), to_micros(query.window.end)
+    inside = {k for k, r in records.items() if start <= to_micros(r.event_time) < end}
+    for key, spans in store.referenced_times(query.profile, list(records)).items():
+        if any(s < end and e > start for s, e in spans):
+            inside.add(key)
+    return inside
+
+
+def admitted(
+    store: Store, query: Query, evidence: Mapping[int, Evidence], spread: Sequence[Hit]
+) -> dict[int, str]:
+    """Candidates that pass the evidence floor: key -> ``"primary"`` or ``"supported"``.
+
+    A candidate without evidence of its own is admitted only when spreading activation
+    reached it and it is linked (neighbouring turn or semantic neighbour) to a candidate
+    with primary evidence: the turn after the one that matches, for example.
+    """
+    passed = {key: "primary" for key, e in evidence.items() if e.primary}
+    if not passed:
+        return {}
+    reached = [hit.key for hit in spread if hit.key in evidence and hit.key not in passed]
+    for key, edges in store.edges_from(query.profile, reached).items():
+        if any(neighbour in passed for neighbour, _, _ in edges):
+            passed[key] = "supported"
+    return passed
+
+
+def entity_graph_boosts(
+    store: Store, query: Query, fused: Mapping[int, float], settings: Settings
+) -> dict[int, float]:
+    keys = list(fused)
+    if not keys:
+        return {}
+    groups = [frozenset(e for e, _ in matches) for matches in query.entity_ids.values()]
+    mentioned = store.memory_entities(query.profile, keys)
+    edges = store.edges_from(query.profile, keys)
+    return fusion.entity_graph_boost(
+        query_entities=groups,
+        candidate_entities={k: frozenset(e for e, _, _ in mentioned.get(k, [])) for k in keys},
+        adjacency={k: frozenset(n for n, _, _ in edges.get(k, [])) for k in keys},
+        leaders=fusion.order(fused)[:LEADERS],
+        entity_weight=settings.entity_boost,
+        graph_weight=settings.graph_boost,
+    )
 
 
 def run_recall(
@@ -101,7 +163,7 @@ def run_recall(
     k: int,
     *,
     want_trace: bool,
-) -> RecallResponse:
+) -> tuple[RecallResponse, list[ChannelRun]]:
     start = time.perf_counter()
     runs = run_channels(channels, settings.channels, query, settings.candidates_per_channel)
     rankings = {run.name: run.hits for run in runs if run.ran}
@@ -110,30 +172,41 @@ def run_recall(
     records = store.get_by_keys(query.profile, fused)
     fused = {key: score for key, score in fused.items() if key in records}
     evidence = weigh_evidence(store, query, records, settings)
-    survivors = {key: score for key, score in fused.items() if evidence[key].primary}
-    ordered = fusion.order(survivors)[:k]
+    passed = admitted(store, query, evidence, rankings.get("spreading", ()))
+    survivors = {key: fused[key] for key in passed}
+    boosts = entity_graph_boosts(store, query, survivors, settings)
+    ranking = {key: score + boosts.get(key, 0.0) for key, score in survivors.items()}
+    ordered = fusion.order(ranking)[:k]
     provenance = _provenance(rankings)
     trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
     results = tuple(
         RecallResult(
             memory=records[key],
             relevance_score=evidence[key].relevance,
-            ranking_score=survivors[key],
+            ranking_score=ranking[key],
             trust_score=trust[records[key].source or ""],
             rank_position=position,
             channels=provenance.get(key, {}),
         )
         for position, key in enumerate(ordered, start=1)
     )
-    reason = None
-    if not fused:
-        reason = NO_CANDIDATES
-    elif not results:
-        reason = EVIDENCE_FLOOR
+    reason = NO_CANDIDATES if not fused else (EVIDENCE_FLOOR if not results else None)
     trace = None
     if want_trace:
-        trace = _trace(query, settings, runs, weights, records, evidence, results, start)
-    return RecallResponse(
+        trace = {
+            "query": _interpretation(query),
+            "channels": {run.name: _run_trace(run, records) for run in runs},
+            "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
+            "evidence_floor": {
+                "semantic_cosine": settings.semantic_floor,
+                "lexical_coverage": settings.lexical_floor,
+                "candidates": len(evidence),
+                "passed": len(passed),
+            },
+            "results": [_result_trace(r, evidence[r.memory.key], passed, boosts) for r in results],
+            "total_ms": round((time.perf_counter() - start) * 1000, 3),
+        }
+    response = RecallResponse(
         query=query.text,
         results=results,
         abstained=reason is not None,
@@ -141,6 +214,7 @@ def run_recall(
         trace=trace,
         legacy_aliases=settings.legacy_aliases,
     )
+    return response, runs
 
 
 def _provenance(rankings: Mapping[str, Sequence[Hit]]) -> dict[int, dict[str, ChannelRank]]:
@@ -161,52 +235,62 @@ def _trust(
     }
 
 
-def _trace(
-    query: Query,
-    settings: Settings,
-    runs: Sequence[ChannelRun],
-    weights: Mapping[str, float],
-    records: Mapping[int, MemoryRecord],
-    evidence: Mapping[int, Evidence],
-    results: Sequence[RecallResult],
-    start: float,
-) -> dict[str, Any]:
-    def ident(key: int) -> str | None:
-        return records[key].id if key in records else None
-
+def _interpretation(query: Query) -> dict[str, Any]:
+    window = query.window
     return {
-        "query": {"text": query.text, "terms": list(query.terms), "now": query.now.isoformat()},
-        "channels": {
-            run.name: {
-                "ran": run.ran,
-                "reason": run.reason,
-                "error": run.error,
-                "ms": round(run.ms, 3),
-                "candidates": [
-                    {"id": ident(h.key), "rank": h.rank, "score": round(h.score, 6)}
-                    for h in run.hits
-                ],
-            }
-            for run in runs
+        "text": query.text,
+        "terms": list(query.terms),
+        "now": query.now.isoformat(),
+        "entities": {
+            name: [entity for entity, _ in matches] for name, matches in query.entity_ids.items()
+        }
+        | {name: [] for name in query.entities if name not in query.entity_ids},
+        "time_window": None
+        if window is None
+        else {
+            "start": window.start.isoformat(),
+            "end": window.end.isoformat(),
+            "text": window.text,
+            "granularity": window.granularity,
         },
-        "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
-        "evidence_floor": {
-            "semantic_cosine": settings.semantic_floor,
-            "lexical_coverage": settings.lexical_floor,
-            "candidates": len(evidence),
-            "passed": sum(1 for e in evidence.values() if e.primary),
-        },
-        "results": [
+        "when_question": query.when,
+    }
+
+
+def _run_trace(run: ChannelRun, records: Mapping[int, MemoryRecord]) -> dict[str, Any]:
+    return {
+        "ran": run.ran,
+        "reason": run.reason,
+        "error": run.error,
+        "ms": round(run.ms, 3),
+        "candidates": [
             {
-                "id": r.memory.id,
-                "rank_position": r.rank_position,
-                "channels": {
-                    n: {"rank": c.rank, "score": round(c.score, 6)} for n, c in r.channels.items()
-                },
-                "cosine": round(evidence[r.memory.key].cosine, 6),
-                "lexical_coverage": round(evidence[r.memory.key].lexical, 6),
+                "id": records[h.key].id if h.key in records else None,
+                "rank": h.rank,
+                "score": round(h.score, 6),
             }
-            for r in results
+            for h in run.hits
         ],
-        "total_ms": round((time.perf_counter() - start) * 1000, 3),
+    }
+
+
+def _result_trace(
+    result: RecallResult,
+    evidence: Evidence,
+    passed: Mapping[int, str],
+    boosts: Mapping[int, float],
+) -> dict[str, Any]:
+    key = result.memory.key
+    return {
+        "id": result.memory.id,
+        "rank_position": result.rank_position,
+        "channels": {
+            name: {"rank": c.rank, "score": round(c.score, 6)}
+            for name, c in result.channels.items()
+        },
+        "evidence": passed[key],
+        "cosine": round(evidence.cosine, 6),
+        "lexical_coverage": round(evidence.lexical, 6),
+        "time_window_match": evidence.temporal,
+        "entity_graph_boost": round(boosts.get(key, 0.0), 6),
     }

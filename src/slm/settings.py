@@ -44,6 +44,8 @@ class Settings:
         bm25_k1, bm25_b: BM25 term-frequency saturation and length normalisation.
         trust_prior: ``(alpha, beta)`` of the Beta prior on a source's reliability.
         legacy_aliases: also emit ``score`` and ``confidence`` in results (contract v2 aliases).
+        entity_boost: post-fusion boost for sharing all of the query's entities.
+        graph_boost: post-fusion boost for being linked to one of the top 3 fused candidates.
     """
 
     channels: tuple[str, ...] = ALL_CHANNELS
@@ -60,6 +62,8 @@ class Settings:
     bm25_b: float = 0.75
     trust_prior: tuple[float, float] = (3.0, 1.0)
     legacy_aliases: bool = True
+    entity_boost: float = 0.005
+    graph_boost: float = 0.003
 
     def __post_init__(self) -> None:
         for name in (*self.channels, *self.required_channels, *self.weights):

@@ -6,7 +6,10 @@ from collections.abc import Callable
 
 from slm.channels.base import Channel, Health, Hit, Query, ranked
 from slm.channels.bm25 import BM25Channel
+from slm.channels.hopfield import HopfieldChannel
 from slm.channels.semantic import SemanticChannel
+from slm.channels.spreading import SpreadingChannel
+from slm.channels.temporal import TemporalChannel
 from slm.settings import Settings
 from slm.store import Store
 
@@ -16,9 +19,13 @@ __all__ = ["REGISTRY", "Channel", "Health", "Hit", "Query", "build_channels", "r
 REGISTRY: dict[str, Callable[[Store, Settings], Channel]] = {
     "semantic": SemanticChannel,
     "bm25": BM25Channel,
+    "temporal": TemporalChannel,
+    "hopfield": HopfieldChannel,
+    "spreading": SpreadingChannel,
 }
 
 
 def build_channels(store: Store, settings: Settings) -> dict[str, Channel]:
-    """Every registered channel, in the order of ``settings.channels``' universe."""
+    """Every registered channel, in running order: channels later in the order see the hits
+    of earlier ones (``Query.prior``), so the graph channels come last."""
     return {name: factory(store, settings) for name, factory in REGISTRY.items()}

@@ -6,10 +6,13 @@ query into ranked hits with raw scores. Channels never write; they read the stor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import MappingProxyType
 from typing import Protocol
 
+from slm.ingest.timeexpr import TimeSpan
 from slm.store import Filters, Vector
 
 
@@ -39,6 +42,21 @@ class Query:
     now: datetime
     filters: Filters = field(default_factory=Filters)
     allowed: frozenset[int] | None = None
+    #: entity keys named in the question
+    entities: tuple[str, ...] = ()
+    #: the stored entities each of them resolves to, as (entity id, mention count)
+    entity_ids: Mapping[str, tuple[tuple[int, int], ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    #: the time window the question refers to, if any
+    window: TimeSpan | None = None
+    #: whether the question asks when something happened
+    when: bool = False
+    #: hits of the channels that ran before this one, by channel name
+    prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    def admits(self, key: int) -> bool:
+        return self.allowed is None or key in self.allowed
 
 
 class Channel(Protocol):

@@ -101,6 +101,41 @@ class Store(Protocol):
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats: ...
 
+    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
+        """Replace the lexical and graph rows of stored memories in one transaction."""
+
+    def find_entities(
+        self, profile: str, names: Sequence[str]
+    ) -> dict[str, list[tuple[int, str, int]]]:
+        """Entities matching each name (itself, or the one full name a first name starts),
+        as (entity id, name, number of memories mentioning it)."""
+
+    def entity_members(
+        self, profile: str, entities: Sequence[int], limit: int
+    ) -> dict[int, list[int]]:
+        """Keys of memories mentioning each entity, newest first, at most ``limit`` each."""
+
+    def memory_entities(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, int]]]:
+        """Entities mentioned by each memory, as (entity id, name, mention count)."""
+
+    def edges_from(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, float]]]:
+        """Memory-memory edges leaving each key, as (neighbour key, kind, weight)."""
+
+    def time_overlaps(
+        self, profile: str, start: int, end: int, limit: int
+    ) -> dict[int, tuple[int, int]]:
+        """Memories whose event time or a referenced date falls in [start, end) (microseconds),
+        with the matching (start, end)."""
+
+    def referenced_times(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """Dates each memory's text refers to, as (start, end) microseconds."""
+
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """(useful, not useful) feedback counts per source."""
 

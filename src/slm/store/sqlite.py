@@ -27,58 +27,10 @@ import numpy as np
 
 from slm.errors import StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.store import sqlite_graph as graph
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
+from slm.store.sqlite_schema import MIGRATIONS
 from slm.store.vectors import VectorIndex
-
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE memories (
-        key INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        profile TEXT NOT NULL,
-        content TEXT NOT NULL,
-        content_hash TEXT NOT NULL,
-        event_time INTEGER NOT NULL,
-        recorded_at INTEGER NOT NULL,
-        source TEXT,
-        confidence REAL NOT NULL,
-        metadata TEXT NOT NULL,
-        tags TEXT NOT NULL,
-        UNIQUE (profile, content_hash)
-    );
-    CREATE INDEX memories_event ON memories (profile, event_time);
-    CREATE INDEX memories_recorded ON memories (profile, recorded_at, key);
-    CREATE INDEX memories_source ON memories (profile, source);
-    CREATE TABLE memory_tags (
-        profile TEXT NOT NULL, tag TEXT NOT NULL, key INTEGER NOT NULL,
-        PRIMARY KEY (profile, tag, key)
-    ) WITHOUT ROWID;
-    CREATE TABLE embeddings (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, vector BLOB NOT NULL);
-    CREATE INDEX embeddings_profile ON embeddings (profile, key);
-    CREATE TABLE lex_docs (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, terms TEXT NOT NULL);
-    CREATE TABLE lex_postings (
-        profile TEXT NOT NULL, term TEXT NOT NULL, key INTEGER NOT NULL,
-        tf INTEGER NOT NULL, dl INTEGER NOT NULL,
-        PRIMARY KEY (profile, term, key)
-    ) WITHOUT ROWID;
-    CREATE TABLE lex_terms (
-        profile TEXT NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL,
-        PRIMARY KEY (profile, term)
-    ) WITHOUT ROWID;
-    CREATE TABLE lex_stats (
-        profile TEXT PRIMARY KEY, n_docs INTEGER NOT NULL, total_len INTEGER NOT NULL
-    );
-    CREATE TABLE forgotten (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT NULL, key INTEGER NOT NULL
-    );
-    CREATE TABLE source_feedback (
-        profile TEXT NOT NULL, source TEXT NOT NULL,
-        useful INTEGER NOT NULL DEFAULT 0, not_useful INTEGER NOT NULL DEFAULT 0,
-        PRIMARY KEY (profile, source)
-    );
-    """,
-)
 
 _MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
 _CHUNK = 500
@@ -250,18 +202,23 @@ class SQLiteStore:
         return cursor.lastrowid
 
     def _insert_derived(
-        self, db: sqlite3.Connection, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+        self,
+        db: sqlite3.Connection,
+        profile: str,
+        fresh: Sequence[tuple[int, NewMemory]],
+        rederive: bool = False,
     ) -> None:
         if not fresh:
             return
-        db.executemany(
-            "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
-            [(key, profile, m.vector) for key, m in fresh],
-        )
-        db.executemany(
-            "INSERT OR IGNORE INTO memory_tags (profile, tag, key) VALUES (?,?,?)",
-            [(profile, tag, key) for key, m in fresh for tag in m.tags],
-        )
+        if not rederive:
+            db.executemany(
+                "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
+                [(key, profile, m.vector) for key, m in fresh],
+            )
+            db.executemany(
+                "INSERT OR IGNORE INTO memory_tags (profile, tag, key) VALUES (?,?,?)",
+                [(profile, tag, key) for key, m in fresh for tag in m.tags],
+            )
         db.executemany(
             "INSERT INTO lex_docs (key, profile, terms) VALUES (?,?,?)",
             [(key, profile, " ".join(m.terms)) for key, m in fresh],
@@ -287,6 +244,7 @@ class SQLiteStore:
             "total_len = total_len + excluded.total_len",
             (profile, len(fresh), total),
         )
+        graph.insert_graph(db, profile, fresh)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         removed: list[str] = []
@@ -303,6 +261,16 @@ class SQLiteStore:
         return removed
 
     def _delete_one(self, db: sqlite3.Connection, profile: str, key: int, terms: list[str]) -> None:
+        self._delete_derived(db, profile, key, terms)
+        db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
+        db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
+        db.execute("DELETE FROM memories WHERE key = ?", (key,))
+        db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
+
+    def _delete_derived(
+        self, db: sqlite3.Connection, profile: str, key: int, terms: list[str], relink: bool = True
+    ) -> None:
+        """Lexical and graph rows of one memory (not its vector, tags or row)."""
         distinct = list(dict.fromkeys(terms))
         db.executemany(
             "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND key = ?",
@@ -317,11 +285,18 @@ class SQLiteStore:
             "UPDATE lex_stats SET n_docs = n_docs - 1, total_len = total_len - ? WHERE profile = ?",
             (len(terms), profile),
         )
-        for table in ("embeddings", "lex_docs"):
-            db.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
-        db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
-        db.execute("DELETE FROM memories WHERE key = ?", (key,))
-        db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
+        db.execute("DELETE FROM lex_docs WHERE key = ?", (key,))
+        graph.delete_graph(db, profile, key, relink)
+
+    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
+        """Replace the lexical and graph rows of stored memories (``slm reindex``) in one
+        transaction. Embeddings and tags are kept: they never need recomputing.
+        """
+        with self._write() as db:
+            for key, _ in items:
+                row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
+                self._delete_derived(db, profile, key, row[0].split() if row else [], relink=False)
+            self._insert_derived(db, profile, list(items), rederive=True)
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
         column = "useful" if useful else "not_useful"
@@ -454,6 +429,44 @@ class SQLiteStore:
             )
         return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
 
+    # -- graph and time ---------------------------------------------------------------
+
+    def find_entities(
+        self, profile: str, names: Sequence[str]
+    ) -> dict[str, list[tuple[int, str, int]]]:
+        with self._lock:
+            return graph.find_entities(self._db, profile, names)
+
+    def entity_members(
+        self, profile: str, entities: Sequence[int], limit: int
+    ) -> dict[int, list[int]]:
+        with self._lock:
+            return graph.entity_members(self._db, entities, limit)
+
+    def memory_entities(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, int]]]:
+        with self._lock:
+            return graph.memory_entities(self._db, keys)
+
+    def edges_from(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, float]]]:
+        with self._lock:
+            return graph.edges_from(self._db, keys)
+
+    def time_overlaps(
+        self, profile: str, start: int, end: int, limit: int
+    ) -> dict[int, tuple[int, int]]:
+        with self._lock:
+            return graph.time_overlaps(self._db, profile, start, end, limit)
+
+    def referenced_times(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        with self._lock:
+            return graph.referenced_times(self._db, keys)
+
     # -- vectors ----------------------------------------------------------------------
 
     def vector_search(
@@ -463,6 +476,11 @@ class SQLiteStore:
             return self._index(profile).search(query, k, allowed)
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
+        if profile in self._indexes:
+            with self._lock:
+                cached = self._index(profile).get(list(keys))
+            if cached is not None:
+                return cached
         by_key: dict[int, bytes] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(

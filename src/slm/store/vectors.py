@@ -46,6 +46,13 @@ class VectorIndex:
             self._row[keys[i]] = self._size + offset
         self._size = needed
 
+    def get(self, keys: list[int]) -> Matrix | None:
+        """Vectors of ``keys`` in order, or None when any key is not in the index."""
+        rows = [self._row.get(key) for key in keys]
+        if any(row is None for row in rows):
+            return None
+        return self._matrix[rows]  # type: ignore[index]
+
     def remove(self, keys: Iterable[int]) -> None:
         """Swap-remove: the last row moves into the hole, so removal is O(1) per key."""
         for key in keys:

@@ -1,0 +1,105 @@
+"""Spreading-activation channel over the memory graph.
+
+Nodes are memories and entities; edges are mentions (memory-entity), neighbouring turns of
+one session and strong semantic neighbours (memory-memory). Seeds:
+
+- each entity named in the question, with activation 1;
+- the top ``SEED_HITS`` hits of every channel that ran before, with activation 1/rank.
+
+Each hop passes ``DECAY * a(u) * w(u, v) / fanout(u)`` from a node to each neighbour
+(``w`` = 1 for mentions and turns, the cosine for semantic edges; ``fanout`` = the node's
+number of edges of that kind, so a hub entity mentioned by hundreds of memories passes each
+of them almost nothing). After ``HOPS`` hops, memories whose total activation (seed plus
+received) is at least ``MIN_ACTIVATION`` are candidates, ranked by it. Expansion is
+bounded: at most ``FRONTIER`` nodes per hop and ``MEMBERS`` memories per entity.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from slm.channels.base import Health, Hit, Query, ranked
+from slm.settings import Settings
+from slm.store import Store
+
+DECAY = 0.5
+HOPS = 2
+SEED_HITS = 10
+MIN_ACTIVATION = 0.01
+FRONTIER = 200
+MEMBERS = 500
+
+
+def _top(activation: dict[int, float], n: int) -> dict[int, float]:
+    if len(activation) <= n:
+        return activation
+    best = sorted(activation.items(), key=lambda p: (-p[1], p[0]))[:n]
+    return dict(best)
+
+
+class SpreadingChannel:
+    name = "spreading"
+    primary = False
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self._store = store
+
+    def health(self) -> Health:
+        return Health(True)
+
+    def seeds(
+        self, query: Query, degree: dict[int, int]
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        """(memory key -> activation, entity id -> activation) to start from; records
+        each entity's mention count in ``degree``."""
+        memories: dict[int, float] = {}
+        for hits in query.prior.values():
+            for hit in hits[:SEED_HITS]:
+                memories[hit.key] = max(memories.get(hit.key, 0.0), 1.0 / hit.rank)
+        entities: dict[int, float] = {}
+        for matches in query.entity_ids.values():
+            for entity, count in matches:
+                entities[entity] = 1.0
+                degree[entity] = count
+        return memories, entities
+
+    def candidates(self, query: Query, k: int) -> list[Hit]:
+        degree: dict[int, int] = {}
+        memories, entities = self.seeds(query, degree)
+        received: dict[int, float] = defaultdict(float, memories)
+        for _ in range(HOPS):
+            if not memories and not entities:
+                break
+            next_memories, next_entities = self._hop(query.profile, memories, entities, degree)
+            for key, value in next_memories.items():
+                received[key] += value
+            memories, entities = _top(next_memories, FRONTIER), _top(next_entities, FRONTIER)
+        scored = [
+            (key, value)
+            for key, value in received.items()
+            if value >= MIN_ACTIVATION and query.admits(key)
+        ]
+        return ranked(scored, k)
+
+    def _hop(
+        self,
+        profile: str,
+        memories: dict[int, float],
+        entities: dict[int, float],
+        degree_of: dict[int, int],
+    ) -> tuple[dict[int, float], dict[int, float]]:
+        out_memories: dict[int, float] = defaultdict(float)
+        out_entities: dict[int, float] = defaultdict(float)
+        keys = list(memories)
+        for key, edges in self._store.edges_from(profile, keys).items():
+            for neighbour, _, weight in edges:
+                out_memories[neighbour] += DECAY * memories[key] * weight / len(edges)
+        for key, mentioned in self._store.memory_entities(profile, keys).items():
+            for entity, _, count in mentioned:
+                out_entities[entity] += DECAY * memories[key] / len(mentioned)
+                degree_of[entity] = count
+        for entity, members in self._store.entity_members(profile, list(entities), MEMBERS).items():
+            degree = max(degree_of.get(entity, len(members)), 1)
+            for member in members:
+                out_memories[member] += DECAY * entities[entity] / degree
+        return dict(out_memories), dict(out_entities)

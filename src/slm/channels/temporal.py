@@ -1,0 +1,86 @@
+"""Temporal channel: finds memories by when they happened or what dates they mention.
+
+A question with a time expression ("in July 2024", "last week", "between May and July")
+has a window (resolved by the engine against ``now``). Candidates are memories whose event
+time, or a date their text refers to, falls in the window widened by half its length (at
+most 31 days) on each side; they rank by::
+
+    score = proximity * (0.25 + 0.75 * max(cos, 0)),  proximity = 1 / (1 + distance / length)
+
+where ``distance`` is 0 inside the window and ``length`` is the window's length (at least a
+day), so a memory inside the window ranks by topic, one a window-length outside by half.
+A "when did ..." question without a window instead favours memories whose text carries a
+resolvable date, among the query's semantic neighbourhood, ranked by cosine.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+
+from slm.channels.base import Health, Hit, Query, ranked
+from slm.ingest.timeexpr import query_window
+from slm.models import to_micros
+from slm.settings import Settings
+from slm.store import Store
+
+DAY_US = 86_400 * 1_000_000
+MAX_MARGIN_US = 31 * DAY_US
+#: Most memories a window may contribute before topical ranking (bounded work).
+WINDOW_CAP = 5000
+#: Size of the semantic neighbourhood a "when" question searches for dated memories.
+WHEN_NEIGHBOURHOOD = 100
+
+
+def proximity(start: int, end: int, window_start: int, window_end: int) -> float:
+    """1 inside the window, decaying with distance measured in window lengths."""
+    length = max(window_end - window_start, DAY_US)
+    if start < window_end and max(end, start + 1) > window_start:
+        distance = 0
+    else:
+        distance = window_start - end if end <= window_start else start - window_end
+    return 1.0 / (1.0 + max(distance, 0) / length)
+
+
+class TemporalChannel:
+    name = "temporal"
+    primary = True
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self._store = store
+
+    def health(self) -> Health:
+        probe = query_window("what happened in July 2024?", datetime(2025, 1, 1, tzinfo=UTC))
+        if probe is None or probe.start != datetime(2024, 7, 1, tzinfo=UTC):
+            return Health(False, "time-expression self-check failed")
+        return Health(True)
+
+    def candidates(self, query: Query, k: int) -> list[Hit]:
+        if query.window is not None:
+            return self._in_window(query, k)
+        if query.when:
+            return self._dated(query, k)
+        return []
+
+    def _in_window(self, query: Query, k: int) -> list[Hit]:
+        assert query.window is not None
+        start, end = to_micros(query.window.start), to_micros(query.window.end)
+        margin = min((end - start) // 2, MAX_MARGIN_US)
+        found = self._store.time_overlaps(query.profile, start - margin, end + margin, WINDOW_CAP)
+        keys = [key for key in found if query.admits(key)]
+        if not keys:
+            return []
+        cosines = np.asarray(self._store.vectors(query.profile, keys) @ query.vector).tolist()
+        scored = []
+        for key, cos in zip(keys, cosines, strict=True):
+            span_start, span_end = found[key]
+            near = proximity(span_start, span_end, start, end)
+            scored.append((key, near * (0.25 + 0.75 * max(cos, 0.0))))
+        return ranked(scored, k)
+
+    def _dated(self, query: Query, k: int) -> list[Hit]:
+        allowed = set(query.allowed) if query.allowed is not None else None
+        near = self._store.vector_search(query.profile, query.vector, WHEN_NEIGHBOURHOOD, allowed)
+        dated = self._store.referenced_times(query.profile, [key for key, _ in near])
+        return ranked([(key, cos) for key, cos in near if key in dated], k)

@@ -1,0 +1,103 @@
+"""Ingest: everything derived from a memory's text before it is stored, with no LLM.
+
+For each memory: entity mentions (``entities``), dates its text refers to, resolved
+against its event time (``timeexpr``), the conversation session it belongs to, and its
+strong semantic neighbours among stored memories and the rest of its batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from slm.embed import Matrix
+from slm.ingest.entities import extract_entities
+from slm.ingest.timeexpr import referenced_spans
+from slm.models import to_micros
+from slm.store import Store
+
+#: At most this many semantic-neighbour edges are made per new memory...
+SEMANTIC_LINKS = 3
+#: ...and only to memories at least this similar (cosine, all-MiniLM-L6-v2 scale).
+SEMANTIC_LINK_FLOOR = 0.6
+_BLOCK = 512
+_SESSION_KEYS = ("conversation", "session")
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    session: str | None
+    entities: tuple[tuple[str, str, bool], ...]
+    spans: tuple[tuple[int, int], ...]
+
+
+def session_key(metadata: Mapping[str, Any]) -> str | None:
+    """The conversation/session a memory belongs to, from its metadata, if it says."""
+    parts = [f"{k}={metadata[k]}" for k in _SESSION_KEYS if metadata.get(k) not in (None, "")]
+    return ";".join(parts)[:512] if parts else None
+
+
+def derive(content: str, event_time: datetime, metadata: Mapping[str, Any]) -> Derived:
+    entities = tuple((m.key, m.kind, m.speaker) for m in extract_entities(content))
+    spans = tuple(
+        dict.fromkeys(
+            (to_micros(s.start), to_micros(s.end)) for s in referenced_spans(content, event_time)
+        )
+    )
+    return Derived(session_key(metadata), entities, spans)
+
+
+def semantic_links(
+    store: Store, profile: str, vectors: Matrix
+) -> list[tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]]:
+    """Strong semantic neighbours of each new vector: (stored keys, batch indexes) with cosines.
+
+    Stored neighbours come from the store's vector search; neighbours inside the batch from
+    a blockwise similarity matrix, so memory stays bounded for large batches.
+    """
+    out = []
+    for row, vector in enumerate(vectors):
+        stored = [
+            (key, score)
+            for key, score in store.vector_search(profile, vector, SEMANTIC_LINKS, None)
+            if score >= SEMANTIC_LINK_FLOOR
+        ]
+        out.append((stored, _batch_neighbours(vectors, row)))
+    return [(tuple(s), tuple(b)) for s, b in _keep_best(out)]
+
+
+def _batch_neighbours(vectors: Matrix, row: int) -> list[tuple[int, float]]:
+    """Earlier items of the batch similar to item ``row`` (later ones link back to it)."""
+    if row == 0:
+        return []
+    best: list[tuple[int, float]] = []
+    for start in range(0, row, _BLOCK):
+        block = vectors[start : min(row, start + _BLOCK)]
+        sims = block @ vectors[row]
+        for offset in np.flatnonzero(sims >= SEMANTIC_LINK_FLOOR).tolist():
+            best.append((start + offset, float(sims[offset])))
+    best.sort(key=lambda p: (-p[1], p[0]))
+    return best[:SEMANTIC_LINKS]
+
+
+def _keep_best(
+    pairs: Sequence[tuple[list[tuple[int, float]], list[tuple[int, float]]]],
+) -> list[tuple[list[tuple[int, float]], list[tuple[int, float]]]]:
+    """Cap each item's neighbours at SEMANTIC_LINKS across stored and batch candidates."""
+    capped = []
+    for stored, batch in pairs:
+        merged = sorted(
+            [(s, ("k", k)) for k, s in stored] + [(s, ("b", i)) for i, s in batch],
+            key=lambda p: -p[0],
+        )[:SEMANTIC_LINKS]
+        capped.append(
+            (
+                [(ref, s) for s, (kind, ref) in merged if kind == "k"],
+                [(ref, s) for s, (kind, ref) in merged if kind == "b"],
+            )
+        )
+    return capped

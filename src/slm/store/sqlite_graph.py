@@ -1,0 +1,229 @@
+"""SQL for the derived graph and time data of the SQLite store.
+
+Functions take an open connection (inside the caller's transaction for writes). Edges are
+stored in both directions: ``next``/``prev`` between neighbouring turns of one session,
+``similar`` between strong semantic neighbours (weight = cosine). Entities are nodes of
+their own, linked to memories through ``mentions``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from collections.abc import Sequence
+
+from slm.models import NewMemory, to_micros
+
+#: Memories without a session key are neighbours when from one named source this close in time.
+SESSION_GAP_US = 30 * 60 * 1_000_000
+#: Referenced-date spans longer than this are not searched by start (see ``time_overlaps``).
+MAX_SPAN_US = 2 * 366 * 86_400 * 1_000_000
+_CHUNK = 500
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def insert_graph(
+    db: sqlite3.Connection, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+) -> None:
+    """Entities, mentions, referenced dates and edges of newly inserted memories."""
+    batch_keys = [key for key, _ in fresh]
+    for key, memory in fresh:
+        db.execute("UPDATE memories SET session = ? WHERE key = ?", (memory.session, key))
+        _insert_mentions(db, profile, key, memory)
+        db.executemany(
+            "INSERT INTO memory_times (key, profile, start_us, end_us) VALUES (?,?,?,?)",
+            [(key, profile, start, end) for start, end in memory.spans],
+        )
+        previous = _previous_turn(db, profile, key, memory)
+        if previous is not None:
+            _link(db, profile, previous, key, "next", 1.0)
+            _link(db, profile, key, previous, "prev", 1.0)
+        neighbours = list(memory.links)
+        neighbours += [(batch_keys[i], w) for i, w in memory.batch_links if batch_keys[i] != key]
+        for other, weight in neighbours:
+            _link(db, profile, key, other, "similar", weight)
+            _link(db, profile, other, key, "similar", weight)
+
+
+def _insert_mentions(db: sqlite3.Connection, profile: str, key: int, memory: NewMemory) -> None:
+    for name, kind, speaker in memory.entities:
+        db.execute(
+            "INSERT INTO entities (profile, name, kind) VALUES (?, ?, ?) "
+            "ON CONFLICT (profile, name) DO NOTHING",
+            (profile, name, kind),
+        )
+        entity = db.execute(
+            "SELECT id FROM entities WHERE profile = ? AND name = ?", (profile, name)
+        ).fetchone()[0]
+        inserted = db.execute(
+            "INSERT OR IGNORE INTO mentions (entity, key, speaker) VALUES (?, ?, ?)",
+            (entity, key, int(speaker)),
+        ).rowcount
+        if inserted:
+            db.execute("UPDATE entities SET mentions = mentions + 1 WHERE id = ?", (entity,))
+
+
+def _previous_turn(db: sqlite3.Connection, profile: str, key: int, memory: NewMemory) -> int | None:
+    if memory.session is not None:
+        row = db.execute(
+            "SELECT key FROM memories WHERE profile = ? AND session = ? AND key < ? "
+            "ORDER BY key DESC LIMIT 1",
+            (profile, memory.session, key),
+        ).fetchone()
+        return int(row[0]) if row else None
+    if memory.source is None:
+        return None
+    row = db.execute(
+        "SELECT key, event_time FROM memories WHERE profile = ? AND source = ? "
+        "AND session IS NULL AND key < ? ORDER BY key DESC LIMIT 1",
+        (profile, memory.source, key),
+    ).fetchone()
+    if row and abs(row[1] - to_micros(memory.event_time)) <= SESSION_GAP_US:
+        return int(row[0])
+    return None
+
+
+def _link(db: sqlite3.Connection, profile: str, src: int, dst: int, kind: str, w: float) -> None:
+    db.execute(
+        "INSERT OR REPLACE INTO edges (profile, src, dst, kind, weight) VALUES (?,?,?,?,?)",
+        (profile, src, dst, kind, w),
+    )
+
+
+def delete_graph(db: sqlite3.Connection, profile: str, key: int, relink: bool = True) -> None:
+    """Remove a memory's graph rows; with ``relink`` its previous and next turns become
+    neighbours (a forgotten turn leaves no gap in the conversation)."""
+    prev = db.execute("SELECT dst FROM edges WHERE src = ? AND kind = 'prev'", (key,)).fetchone()
+    nxt = db.execute("SELECT dst FROM edges WHERE src = ? AND kind = 'next'", (key,)).fetchone()
+    db.execute("DELETE FROM edges WHERE src = ?", (key,))
+    db.execute("DELETE FROM edges WHERE dst = ?", (key,))
+    if relink and prev and nxt:
+        _link(db, profile, prev[0], nxt[0], "next", 1.0)
+        _link(db, profile, nxt[0], prev[0], "prev", 1.0)
+    entities = [r[0] for r in db.execute("SELECT entity FROM mentions WHERE key = ?", (key,))]
+    db.execute("DELETE FROM mentions WHERE key = ?", (key,))
+    db.executemany(
+        "UPDATE entities SET mentions = mentions - 1 WHERE id = ?", [(e,) for e in entities]
+    )
+    db.execute("DELETE FROM entities WHERE profile = ? AND mentions <= 0", (profile,))
+    db.execute("DELETE FROM memory_times WHERE key = ?", (key,))
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def find_entities(
+    db: sqlite3.Connection, profile: str, names: Sequence[str]
+) -> dict[str, list[tuple[int, str, int]]]:
+    """For each name: matching entities as (id, name, mention count).
+
+    A name matches its own entity and, when it is a single word, the one multi-word entity
+    that starts with it ("john" finds "john smith" when no other "john ..." exists).
+    """
+    out: dict[str, list[tuple[int, str, int]]] = {}
+    for name in dict.fromkeys(names):
+        rows = db.execute(
+            "SELECT id, name, mentions FROM entities WHERE profile = ? AND name = ?",
+            (profile, name),
+        ).fetchall()
+        if " " not in name:
+            longer = db.execute(
+                "SELECT id, name, mentions FROM entities WHERE profile = ? "
+                "AND name > ? AND name < ? LIMIT 2",
+                (profile, name + " ", name + "!"),
+            ).fetchall()
+            if len(longer) == 1:
+                rows += longer
+        if rows:
+            out[name] = [(int(i), str(n), int(m)) for i, n, m in rows]
+    return out
+
+
+def entity_members(
+    db: sqlite3.Connection, entities: Sequence[int], limit: int
+) -> dict[int, list[int]]:
+    """Memories mentioning each entity (at most ``limit`` each, newest first)."""
+    out: dict[int, list[int]] = {}
+    for entity in entities:
+        rows = db.execute(
+            "SELECT key FROM mentions WHERE entity = ? ORDER BY key DESC LIMIT ?",
+            (entity, limit),
+        ).fetchall()
+        out[entity] = [r[0] for r in rows]
+    return out
+
+
+def memory_entities(
+    db: sqlite3.Connection, keys: Sequence[int]
+) -> dict[int, list[tuple[int, str, int]]]:
+    """Entities each memory mentions, as (id, name, mention count)."""
+    out: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = list(keys[start : start + _CHUNK])
+        rows = db.execute(
+            f"SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
+            f"ON e.id = m.entity WHERE m.key IN ({_marks(len(chunk))})",
+            chunk,
+        ).fetchall()
+        for key, entity, name, count in rows:
+            out[key].append((entity, name, count))
+    return dict(out)
+
+
+def edges_from(
+    db: sqlite3.Connection, keys: Sequence[int]
+) -> dict[int, list[tuple[int, str, float]]]:
+    """Outgoing memory-memory edges as (neighbour, kind, weight)."""
+    out: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = list(keys[start : start + _CHUNK])
+        rows = db.execute(
+            f"SELECT src, dst, kind, weight FROM edges WHERE src IN ({_marks(len(chunk))})",
+            chunk,
+        ).fetchall()
+        for src, dst, kind, weight in rows:
+            out[src].append((dst, kind, weight))
+    return dict(out)
+
+
+def time_overlaps(
+    db: sqlite3.Connection, profile: str, start: int, end: int, limit: int
+) -> dict[int, tuple[int, int]]:
+    """Memories whose event time falls in [start, end) or whose referenced dates overlap it.
+
+    Returns key -> (start, end) of the matching time (event time as a zero-length span).
+    """
+    found: dict[int, tuple[int, int]] = {}
+    rows = db.execute(
+        "SELECT key, event_time FROM memories WHERE profile = ? AND event_time >= ? "
+        "AND event_time < ? ORDER BY event_time LIMIT ?",
+        (profile, start, end, limit),
+    ).fetchall()
+    for key, moment in rows:
+        found[key] = (moment, moment)
+    rows = db.execute(
+        "SELECT key, start_us, end_us FROM memory_times WHERE profile = ? AND start_us < ? "
+        "AND start_us > ? AND end_us > ? ORDER BY start_us LIMIT ?",
+        (profile, end, start - MAX_SPAN_US, start, limit),
+    ).fetchall()
+    for key, span_start, span_end in rows:
+        found.setdefault(key, (span_start, span_end))
+    return found
+
+
+def referenced_times(
+    db: sqlite3.Connection, keys: Sequence[int]
+) -> dict[int, list[tuple[int, int]]]:
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = list(keys[start : start + _CHUNK])
+        rows = db.execute(
+            f"SELECT key, start_us, end_us FROM memory_times WHERE key IN ({_marks(len(chunk))})",
+            chunk,
+        ).fetchall()
+        for key, span_start, span_end in rows:
+            out[key].append((span_start, span_end))
+    return dict(out)

@@ -1,0 +1,90 @@
+"""Schema of the SQLite store as numbered migrations; ``PRAGMA user_version`` counts them.
+
+Each migration runs in one transaction when a store opens. Never edit a released one:
+append a new one.
+
+Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embeddings``,
+``lex_*`` (BM25 inverted index and statistics), ``memory_tags``, ``entities`` and
+``mentions`` (entity graph), ``memory_times`` (dates referenced in the text), ``edges``
+(memory-memory graph: neighbouring turns and semantic neighbours). ``forgotten`` logs
+removed keys so other processes' in-memory indexes can follow.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE memories (
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        profile TEXT NOT NULL,
+        content TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        event_time INTEGER NOT NULL,
+        recorded_at INTEGER NOT NULL,
+        source TEXT,
+        confidence REAL NOT NULL,
+        metadata TEXT NOT NULL,
+        tags TEXT NOT NULL,
+        UNIQUE (profile, content_hash)
+    );
+    CREATE INDEX memories_event ON memories (profile, event_time);
+    CREATE INDEX memories_recorded ON memories (profile, recorded_at, key);
+    CREATE INDEX memories_source ON memories (profile, source);
+    CREATE TABLE memory_tags (
+        profile TEXT NOT NULL, tag TEXT NOT NULL, key INTEGER NOT NULL,
+        PRIMARY KEY (profile, tag, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE embeddings (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, vector BLOB NOT NULL);
+    CREATE INDEX embeddings_profile ON embeddings (profile, key);
+    CREATE TABLE lex_docs (key INTEGER PRIMARY KEY, profile TEXT NOT NULL, terms TEXT NOT NULL);
+    CREATE TABLE lex_postings (
+        profile TEXT NOT NULL, term TEXT NOT NULL, key INTEGER NOT NULL,
+        tf INTEGER NOT NULL, dl INTEGER NOT NULL,
+        PRIMARY KEY (profile, term, key)
+    ) WITHOUT ROWID;
+    CREATE TABLE lex_terms (
+        profile TEXT NOT NULL, term TEXT NOT NULL, df INTEGER NOT NULL,
+        PRIMARY KEY (profile, term)
+    ) WITHOUT ROWID;
+    CREATE TABLE lex_stats (
+        profile TEXT PRIMARY KEY, n_docs INTEGER NOT NULL, total_len INTEGER NOT NULL
+    );
+    CREATE TABLE forgotten (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT NULL, key INTEGER NOT NULL
+    );
+    CREATE TABLE source_feedback (
+        profile TEXT NOT NULL, source TEXT NOT NULL,
+        useful INTEGER NOT NULL DEFAULT 0, not_useful INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (profile, source)
+    );
+    """,
+    """
+    ALTER TABLE memories ADD COLUMN session TEXT;
+    CREATE INDEX memories_session ON memories (profile, session, key);
+    CREATE TABLE entities (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        profile TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+        mentions INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (profile, name)
+    );
+    CREATE TABLE mentions (
+        entity INTEGER NOT NULL, key INTEGER NOT NULL, speaker INTEGER NOT NULL,
+        PRIMARY KEY (entity, key)
+    ) WITHOUT ROWID;
+    CREATE INDEX mentions_key ON mentions (key);
+    CREATE TABLE memory_times (
+        key INTEGER NOT NULL, profile TEXT NOT NULL,
+        start_us INTEGER NOT NULL, end_us INTEGER NOT NULL
+    );
+    CREATE INDEX memory_times_key ON memory_times (key);
+    CREATE INDEX memory_times_start ON memory_times (profile, start_us);
+    CREATE TABLE edges (
+        profile TEXT NOT NULL, src INTEGER NOT NULL, dst INTEGER NOT NULL,
+        kind TEXT NOT NULL, weight REAL NOT NULL,
+        PRIMARY KEY (src, dst, kind)
+    ) WITHOUT ROWID;
+    CREATE INDEX edges_dst ON edges (dst);
+    """,
+)
