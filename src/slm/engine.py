@@ -101,14 +101,35 @@ class Memory:
 
     def _check_required_channels(self) -> None:
         for name in self.settings.required_channels:
-            channel = self.channels.get(name)
-            if channel is None:
-                raise ChannelUnavailable(f"required channel {name!r} is not available")
             if name not in self.settings.channels:
                 raise ChannelUnavailable(f"required channel {name!r} is disabled by settings")
-            health = channel.health()
-            if not health.healthy:
-                raise ChannelUnavailable(f"required channel {name!r} is unhealthy: {health.reason}")
+            state = self.channel_health(name)
+            if not state["healthy"]:
+                raise ChannelUnavailable(
+                    f"required channel {name!r} is unhealthy: {state['reason']}"
+                )
+
+    def channel_health(self, name: str, counts: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Health of one channel: its own check, its index's completeness, its last error."""
+        channel = self.channels.get(name)
+        if channel is None:
+            return {"healthy": False, "reason": "not available in this version", "enabled": False}
+        health = channel.health()
+        reason = health.reason
+        if health.healthy:
+            reason = self._channel_errors.get(name)
+            if reason is not None:
+                reason = f"failed in the last recall: {reason}"
+        if reason is None and name in _INDEX_OF:
+            counts = counts if counts is not None else self.store.index_counts(self.profile)
+            missing = counts["memories"] - counts[_INDEX_OF[name]]
+            if missing:
+                reason = f"{missing} memories are missing from its index; run 'slm reindex'"
+        return {
+            "healthy": reason is None,
+            "reason": reason,
+            "enabled": name in self.settings.channels,
+        }
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -235,13 +256,14 @@ class Memory:
             vectors = self.store.vectors(self.profile, [r.key for r in records])
             items = []
             for record, vector in zip(records, vectors, strict=True):
+                # Only earlier memories, as at ingest: a rebuild gives the same graph.
                 neighbours = tuple(
                     (key, score)
                     for key, score in self.store.vector_search(
-                        self.profile, vector, SEMANTIC_LINKS + 1, None
+                        self.profile, vector, SEMANTIC_LINKS, None, below=record.key
                     )
-                    if key != record.key and score >= SEMANTIC_LINK_FLOOR
-                )[:SEMANTIC_LINKS]
+                    if score >= SEMANTIC_LINK_FLOOR
+                )
                 item = _record_as_new(record)
                 items.append((record.key, _with_derived(item, vector, neighbours, ())))
             self.store.rederive(self.profile, items)
@@ -331,22 +353,11 @@ class Memory:
 
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
-        channels: dict[str, dict[str, Any]] = {}
-        for name in ALL_CHANNELS:
-            channel = self.channels.get(name)
-            if channel is None:
-                channels[name] = {"healthy": False, "reason": "not available in this version"}
-                continue
-            health = channel.health()
-            error = self._channel_errors.get(name)
-            channels[name] = {
-                "healthy": health.healthy and error is None,
-                "reason": health.reason if error is None else f"failed in the last recall: {error}",
-                "enabled": name in self.settings.channels,
-            }
+        counts = self.store.index_counts(self.profile)
+        channels = {name: self.channel_health(name, counts) for name in ALL_CHANNELS}
         return {
             "profile": self.profile,
-            "memories": self.count(),
+            "memories": counts["memories"],
             "store": self.store.health(),
             "embedder": self.embedder.health(),
             "channels": channels,
@@ -387,6 +398,9 @@ def _with_derived(
         batch_links=batch_links,
     )
 
+
+#: The index a channel reads, for the completeness check in :meth:`Memory.channel_health`.
+_INDEX_OF = {"semantic": "embeddings", "hopfield": "embeddings", "bm25": "lexical"}
 
 _ITEM_FIELDS = frozenset(
     ["content", "event_time", "source", "confidence", "metadata", "tags", "id", "recorded_at"]

@@ -11,11 +11,10 @@ normalisation (:func:`entity_key`) serves memories and queries so their entities
   punctuation between them form one mention (``Golden Gate Bridge``, ``Dr. Smith``); lower-case
   particles may join them (``University of California``, ``Lord of the Rings``). Runs of more
   than six words are taken for title-cased prose and dropped.
-* Never entities: pronouns, determiners, question words, auxiliaries, conjunctions,
-  prepositions, greetings and interjections (``I``, ``It``, ``What``, ``Hey``, ``Thanks``...),
-  month and weekday names (the time module owns dates; ``May`` is always a month), numbers,
-  words over 64 characters, words glued to URL or handle punctuation, lone letters and lone
-  honorifics.
+* Never entities: pronouns, determiners, question words, auxiliaries, conjunctions, prepositions,
+  greetings and interjections (``I``, ``It``, ``What``, ``Hey``, ``Thanks``...), month and weekday
+  names (the time module owns dates; ``May`` is always a month), numbers, words over 64
+  characters, words glued to URL or handle punctuation, lone letters and lone honorifics.
 * A sentence-initial capitalised word also must not be a common English word (``Great``,
   ``Honestly``...), an ``-ing`` form, or a word seen in lower case elsewhere in the text.
 * Acronyms are ignored in shouted (mostly upper-case) text; chat abbreviations (``LOL``,
@@ -44,14 +43,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = [
-    "MAX_KEY_LEN",
-    "Mention",
-    "entity_key",
-    "extract_entities",
-    "query_entities",
-    "resolve_aliases",
-]
+__all__ = ["Mention", "entity_key", "extract_entities", "query_entities", "resolve_aliases"]
 
 MAX_KEY_LEN = 64
 _MAX_RUN = 6
@@ -219,21 +211,12 @@ def _tokenize(text: str) -> list[_Tok]:
         prev_end = m.end()
         core, allowed, ends, breaks = _split_word(m.group())
         sent_start = pending_sentence or any(c in _SENTENCE_END for c in gap)
-        glued = (gap[-1:] in _GLUE) or (
-            text[m.end() : m.end() + 1] in _GLUE and not text[m.end() + 1 : m.end() + 2].isspace()
-        )
-        toks.append(
-            _Tok(
-                text=core,
-                start=m.start(),
-                fold=core.casefold(),
-                shape=_shape(core) if allowed else "",
-                sent_start=sent_start,
-                brk_before=sent_start or pending_break or bool(gap.strip()),
-                brk_after=breaks,
-                glued=glued,
-            )
-        )
+        brk_before = sent_start or pending_break or bool(gap.strip())
+        after = text[m.end() : m.end() + 2]
+        glued = gap[-1:] in _GLUE or (after[:1] in _GLUE and not after[1:].isspace())
+        shape = _shape(core) if allowed else ""
+        tok = _Tok(core, m.start(), core.casefold(), shape, sent_start, brk_before, breaks, glued)
+        toks.append(tok)
         pending_sentence, pending_break = ends, False
     return toks
 
@@ -298,14 +281,10 @@ class _Scan:
     def _peel(self, run: list[int]) -> list[int]:
         # A capitalised first word may just be sentence case: "Visiting New York ...".
         first = self.toks[run[0]]
-        if (
-            first.sent_start
-            and first.shape != "acronym"
-            and (
-                first.fold in self.lower_seen
-                or (len(first.fold) >= 5 and first.fold.endswith("ing"))
-            )
-        ):
+        casual = first.fold in self.lower_seen or (
+            len(first.fold) >= 5 and first.fold[-3:] == "ing"
+        )
+        if first.sent_start and first.shape != "acronym" and casual:
             run = run[1:]
             while run and not self.cand(run[0]):
                 run = run[1:]

@@ -90,9 +90,15 @@ class Store(Protocol):
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
 
     def vector_search(
-        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+        self,
+        profile: str,
+        query: Vector,
+        k: int,
+        allowed: set[int] | None,
+        below: int | None = None,
     ) -> list[tuple[int, float]]:
-        """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key."""
+        """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
+        ``allowed`` and below ``below`` when given."""
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         """Stored unit vectors for ``keys`` (rows in the same order)."""
@@ -135,6 +141,9 @@ class Store(Protocol):
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, int]]]:
         """Dates each memory's text refers to, as (start, end) microseconds."""
+
+    def index_counts(self, profile: str) -> dict[str, int]:
+        """Rows per index for the profile: ``memories``, ``embeddings``, ``lexical``."""
 
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """(useful, not useful) feedback counts per source."""

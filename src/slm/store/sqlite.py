@@ -251,16 +251,18 @@ class SQLiteStore:
         with self._write() as db:
             for chunk in _chunks(list(ids)):
                 rows = db.execute(
-                    f"SELECT m.key, m.id, d.terms FROM memories m JOIN lex_docs d USING (key) "
+                    f"SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d USING (key) "
                     f"WHERE m.profile = ? AND m.id IN ({_marks(len(chunk))})",
                     [profile, *chunk],
                 ).fetchall()
                 for key, id_, terms in rows:
-                    self._delete_one(db, profile, key, terms.split())
+                    self._delete_one(db, profile, key, terms.split() if terms is not None else None)
                     removed.append(id_)
         return removed
 
-    def _delete_one(self, db: sqlite3.Connection, profile: str, key: int, terms: list[str]) -> None:
+    def _delete_one(
+        self, db: sqlite3.Connection, profile: str, key: int, terms: list[str] | None
+    ) -> None:
         self._delete_derived(db, profile, key, terms)
         db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
         db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
@@ -268,9 +270,18 @@ class SQLiteStore:
         db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
 
     def _delete_derived(
-        self, db: sqlite3.Connection, profile: str, key: int, terms: list[str], relink: bool = True
+        self,
+        db: sqlite3.Connection,
+        profile: str,
+        key: int,
+        terms: list[str] | None,
+        relink: bool = True,
     ) -> None:
-        """Lexical and graph rows of one memory (not its vector, tags or row)."""
+        """Lexical and graph rows of one memory (not its vector, tags or row); ``terms`` None
+        means it has no lexical rows."""
+        graph.delete_graph(db, profile, key, relink)
+        if terms is None:
+            return
         distinct = list(dict.fromkeys(terms))
         db.executemany(
             "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND key = ?",
@@ -286,7 +297,6 @@ class SQLiteStore:
             (len(terms), profile),
         )
         db.execute("DELETE FROM lex_docs WHERE key = ?", (key,))
-        graph.delete_graph(db, profile, key, relink)
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical and graph rows of stored memories (``slm reindex``) in one
@@ -295,7 +305,7 @@ class SQLiteStore:
         with self._write() as db:
             for key, _ in items:
                 row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
-                self._delete_derived(db, profile, key, row[0].split() if row else [], relink=False)
+                self._delete_derived(db, profile, key, row[0].split() if row else None, False)
             self._insert_derived(db, profile, list(items), rederive=True)
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
@@ -380,6 +390,17 @@ class SQLiteStore:
     def count(self, profile: str, filters: Filters | None = None) -> int:
         where, params = self._where(profile, filters or Filters())
         return int(self._read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+
+    def index_counts(self, profile: str) -> dict[str, int]:
+        counts = {}
+        for name, table in (
+            ("memories", "memories"),
+            ("embeddings", "embeddings"),
+            ("lexical", "lex_docs"),
+        ):
+            query = f"SELECT count(*) FROM {table} WHERE profile = ?"
+            counts[name] = int(self._read(query, (profile,))[0][0])
+        return counts
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
         where, params = self._where(profile, filters)
@@ -470,10 +491,15 @@ class SQLiteStore:
     # -- vectors ----------------------------------------------------------------------
 
     def vector_search(
-        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+        self,
+        profile: str,
+        query: Vector,
+        k: int,
+        allowed: set[int] | None,
+        below: int | None = None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            return self._index(profile).search(query, k, allowed)
+            return self._index(profile).search(query, k, allowed, below)
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         if profile in self._indexes:

@@ -69,7 +69,7 @@ class VectorIndex:
             self._size = last
 
     def search(
-        self, query: Matrix, k: int, allowed: set[int] | None = None
+        self, query: Matrix, k: int, allowed: set[int] | None = None, below: int | None = None
     ) -> list[tuple[int, float]]:
         if self._size == 0 or k <= 0:
             return []
@@ -78,6 +78,8 @@ class VectorIndex:
         if allowed is not None:
             mask = np.isin(keys, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
             scores = np.where(mask, scores, -np.inf)
+        if below is not None:
+            scores = np.where(keys < below, scores, -np.inf)
         k = min(k, self._size)
         top = np.argpartition(-scores, k - 1)[:k] if k < self._size else np.arange(self._size)
         pairs = [(int(keys[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]

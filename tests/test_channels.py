@@ -1,0 +1,201 @@
+"""The five channels: each finds, on a hand-made fixture, a memory the others miss."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from slm import Memory, Settings
+from slm.embed import Matrix
+from slm.embed.fake import FakeEmbedder
+
+
+def channel_ranks(trace: dict[str, Any], memory_id: str) -> dict[str, int]:
+    return {
+        name: hit["rank"]
+        for name, run in trace["channels"].items()
+        for hit in run["candidates"]
+        if hit["id"] == memory_id
+    }
+
+
+def test_temporal_finds_a_memory_by_its_month(memory: Memory) -> None:
+    target = memory.remember("Moved the sailing boat to the new marina", event_time="2024-07-12")
+    for month in ("2024-03-02", "2024-05-20", "2024-09-14", "2024-11-30"):
+        memory.remember(f"Routine dentist visit and grocery run on {month}", event_time=month)
+    response = memory.recall("What happened in July 2024?", trace=True)
+    trace = response.trace
+    assert trace is not None
+    assert trace["query"]["time_window"]["start"].startswith("2024-07-01")
+    ranks = channel_ranks(trace, target.id)
+    assert ranks["temporal"] == 1
+    assert "bm25" not in ranks
+    assert ranks.get("semantic", 99) > 1
+    assert response.results[0].id == target.id
+    assert trace["results"][0]["time_window_match"] is True
+
+
+def test_temporal_resolves_dates_in_the_text(memory: Memory) -> None:
+    said = memory.remember(
+        "Caroline: I went to the support group yesterday", event_time="2023-05-08T13:56:00Z"
+    )
+    memory.remember("Caroline: painting again this weekend", event_time="2023-06-20T10:00:00Z")
+    trace = memory.recall("What did Caroline do on 7 May 2023?", trace=True).trace
+    assert trace is not None
+    assert channel_ranks(trace, said.id)["temporal"] == 1
+
+
+def test_when_questions_favour_dated_memories(memory: Memory) -> None:
+    dated = memory.remember("We adopted the puppy last Saturday", event_time="2024-02-12")
+    memory.remember("We love the puppy so much", event_time="2024-02-13")
+    trace = memory.recall("When did we adopt the puppy?", trace=True).trace
+    assert trace is not None
+    assert trace["query"]["when_question"] is True
+    assert [h["id"] for h in trace["channels"]["temporal"]["candidates"]] == [dated.id]
+
+
+def test_relative_query_window_uses_now(memory: Memory) -> None:
+    recent = memory.remember("Fixed the garden fence", event_time="2024-06-04")
+    memory.remember("Fixed the bike chain", event_time="2024-04-01")
+    response = memory.recall("What did I fix last week?", now="2024-06-10T12:00:00Z", trace=True)
+    assert response.trace is not None
+    assert response.trace["query"]["time_window"]["start"].startswith("2024-06-03")
+    assert channel_ranks(response.trace, recent.id)["temporal"] == 1
+
+
+def test_spreading_finds_the_answer_in_the_next_turn(memory: Memory) -> None:
+    session = {"conversation": "c1", "session": 3}
+    question = memory.remember(
+        "Maya: Did you ever hear back from the vet about Pixel?", source="maya", metadata=session
+    )
+    answer = memory.remember(
+        "Sam: Yes, mild allergy; salmon kibble only from now on.", source="sam", metadata=session
+    )
+    for i, text in enumerate(["Bought new running shoes", "Booked train tickets to Porto"]):
+        memory.remember(text, metadata={"conversation": "c1", "session": 10 + i})
+    query = "What did the vet say about Pixel?"
+    with_spreading = memory.recall(query, trace=True)
+    assert with_spreading.trace is not None
+    assert answer.id in with_spreading.ids
+    ranks = channel_ranks(with_spreading.trace, answer.id)
+    assert "spreading" in ranks and "bm25" not in ranks
+    detail = {r["id"]: r for r in with_spreading.trace["results"]}
+    assert detail[answer.id]["evidence"] == "supported"
+    assert detail[question.id]["evidence"] == "primary"
+    without = memory.recall(query, channels=["semantic", "bm25", "temporal", "hopfield"])
+    assert answer.id not in without.ids
+
+
+class VectorTable(FakeEmbedder):
+    """Hand-placed unit vectors for named texts (the Hopfield test is about the dynamics)."""
+
+    name = "vector-table"
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+
+    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+        rows = [self.table[t] / np.linalg.norm(self.table[t]) for t in texts]
+        return np.array(rows, dtype=np.float32)
+
+
+def test_hopfield_completes_a_noisy_cue_to_the_stored_pattern(tmp_path: Path) -> None:
+    basis = np.eye(384, dtype=np.float32)
+    table = {
+        "target": basis[0],
+        "associate": 0.75 * basis[0] + 0.66 * basis[1],
+        **{f"distractor {i}": basis[2 + i] for i in range(5)},
+        "noisy cue": 0.6 * basis[0] + 0.5 * basis[2:7].sum(axis=0),
+    }
+    with Memory(tmp_path / "h.db", embedder=VectorTable(table)) as memory:
+        stored = {
+            r.content: r.id
+            for r in memory.remember_many([{"content": t} for t in table if t != "noisy cue"])
+        }
+        trace = memory.recall("noisy cue", trace=True, k=10).trace
+    assert trace is not None
+    hopfield = [h["id"] for h in trace["channels"]["hopfield"]["candidates"]]
+    semantic = [h["id"] for h in trace["channels"]["semantic"]["candidates"]]
+    assert hopfield[:2] == [stored["target"], stored["associate"]]
+    assert semantic.index(stored["associate"]) == 6  # below all five distractors
+
+
+def test_every_channel_runs_and_is_traced(real_memory: Memory) -> None:
+    real_memory.remember_many(
+        [
+            {
+                "content": "Caroline: I went to the LGBTQ support group yesterday",
+                "event_time": "2023-05-08T13:56:00Z",
+                "metadata": {"session": 1},
+            },
+            {
+                "content": "Melanie: That's wonderful, Caroline! How did it feel?",
+                "event_time": "2023-05-08T13:57:00Z",
+                "metadata": {"session": 1},
+            },
+        ]
+    )
+    body = real_memory.recall(
+        "When did Caroline go to the support group in May 2023?", trace=True
+    ).to_dict()
+    trace = body["trace"]
+    assert set(trace["channels"]) == {"semantic", "bm25", "temporal", "hopfield", "spreading"}
+    for run in trace["channels"].values():
+        assert run["ran"] is True and run["error"] is None and run["ms"] >= 0
+        for hit in run["candidates"]:
+            assert set(hit) == {"id", "rank", "score"}
+    assert trace["fusion"]["k"] == 60
+    assert set(trace["fusion"]["weights"]) == set(trace["channels"])
+    assert trace["query"]["entities"] == {"caroline": trace["query"]["entities"]["caroline"]}
+    assert trace["query"]["entities"]["caroline"]  # resolved to a stored entity
+    assert trace["query"]["time_window"]["granularity"] == "month"
+    top = trace["results"][0]
+    assert top["id"] == body["results"][0]["id"]
+    assert {"semantic", "bm25"} <= set(top["channels"])
+    assert top["entity_graph_boost"] > 0
+
+
+def test_enhancement_never_adds_candidates(real_memory: Memory) -> None:
+    real_memory.remember_many(
+        [
+            {
+                "content": f"Jordan mentioned the Lisbon trip, note {i}",
+                "metadata": {"session": i // 3},
+            }
+            for i in range(12)
+        ]
+        + [{"content": "Jordan's sister lives in Lisbon"}, {"content": "Unrelated grocery list"}]
+    )
+    for query in ["What about Jordan and Lisbon?", "Who lives in Lisbon?", "grocery"]:
+        trace = real_memory.recall(query, trace=True, k=50).trace
+        assert trace is not None
+        found = {h["id"] for run in trace["channels"].values() for h in run["candidates"]}
+        for result in trace["results"]:
+            assert result["id"] in found
+
+
+def test_channel_switches_in_settings(tmp_path: Path) -> None:
+    settings = Settings(embedder="fake", channels=("semantic", "bm25"))
+    with Memory(tmp_path / "s.db", settings=settings) as memory:
+        memory.remember("a note on kayaks")
+        trace = memory.recall("kayaks", trace=True).trace
+        assert trace is not None
+        assert {n for n, r in trace["channels"].items() if r["ran"]} == {"semantic", "bm25"}
+        assert trace["channels"]["hopfield"]["reason"] == "disabled"
+        assert memory.health()["channels"]["hopfield"]["enabled"] is False
+
+
+@pytest.mark.parametrize("weights", [{"bm25": 0.0}, {"semantic": 2.0, "bm25": 0.5}])
+def test_weights_change_fusion(tmp_path: Path, weights: dict[str, float]) -> None:
+    settings = Settings(embedder="fake", weights={**Settings().weights, **weights}, rrf_k=10)
+    with Memory(tmp_path / "w.db", settings=settings) as memory:
+        memory.remember("kayak trip")
+        trace = memory.recall("kayak", trace=True).trace
+        assert trace is not None
+        assert trace["fusion"]["k"] == 10
+        for name, weight in weights.items():
+            assert trace["fusion"]["weights"][name] == weight
