@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,29 +65,27 @@ class CountingEmbedder(FakeEmbedder):
         return super().embed_batch(texts)
 
 
-def test_embeddings_are_batched_and_never_recomputed(tmp_path: Path) -> None:
+def test_embeddings_are_batched_and_never_recomputed(store_at: dict[str, Any]) -> None:
     embedder = CountingEmbedder()
-    path = tmp_path / "m.db"
-    with Memory(path, embedder=embedder) as memory:
+    with Memory(**store_at, embedder=embedder) as memory:
         memory.remember_many([{"content": f"memory number {i}"} for i in range(50)])
         memory.remember_many([{"content": "memory number 3"}])
     assert len(embedder.texts) == 50
     reopened = CountingEmbedder()
-    with Memory(path, embedder=reopened) as memory:
+    with Memory(**store_at, embedder=reopened) as memory:
         assert memory.recall("memory number 7").results[0].memory.content == "memory number 7"
     assert reopened.texts == ["memory number 7"]  # only the query was embedded
 
 
-def test_store_refuses_another_embedder(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
-    with Memory(path, embedder=FakeEmbedder()) as memory:
+def test_store_refuses_another_embedder(store_at: dict[str, Any]) -> None:
+    with Memory(**store_at, embedder=FakeEmbedder()) as memory:
         memory.remember("x marks the spot")
 
     class Other(FakeEmbedder):
         name = "other-space"
 
     with pytest.raises(ConfigError, match="fake-hash-384"):
-        Memory(path, embedder=Other())
+        Memory(**store_at, embedder=Other())
 
 
 def test_get_unknown_id_raises_not_found(memory: Memory) -> None:
@@ -124,12 +121,11 @@ def test_forget_removes_from_every_index(memory: Memory) -> None:
     assert memory.remember("bananas are yellow and soft").id != gone.id
 
 
-def test_profiles_are_isolated(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_profiles_are_isolated(store_at: dict[str, Any]) -> None:
     settings = Settings(embedder="fake")
     with (
-        Memory(path, profile="alice", settings=settings) as alice,
-        Memory(path, profile="bob", settings=settings) as bob,
+        Memory(**store_at, profile="alice", settings=settings) as alice,
+        Memory(**store_at, profile="bob", settings=settings) as bob,
     ):
         secret = alice.remember("alice's secret is the blue door")
         bob.remember("bob likes trains")
@@ -147,10 +143,12 @@ def test_profiles_are_isolated(tmp_path: Path) -> None:
         assert bob.remember("alice's secret is the blue door").id != secret.id
 
 
-def test_writes_from_another_connection_are_seen(tmp_path: Path) -> None:
-    path = tmp_path / "m.db"
+def test_writes_from_another_connection_are_seen(store_at: dict[str, Any]) -> None:
     settings = Settings(embedder="fake")
-    with Memory(path, settings=settings) as reader, Memory(path, settings=settings) as writer:
+    with (
+        Memory(**store_at, settings=settings) as reader,
+        Memory(**store_at, settings=settings) as writer,
+    ):
         reader.remember("first memory about kayaks")
         assert reader.recall("kayaks").results
         added = writer.remember("second memory about canoes")
@@ -173,7 +171,10 @@ def test_recall_filters(memory: Memory) -> None:
 def test_health_reports_every_channel(memory: Memory) -> None:
     report = memory.health()
     assert report["store"]["healthy"] is True
-    assert report["store"]["journal_mode"] == "wal"
+    if report["store"]["kind"] == "sqlite":
+        assert report["store"]["journal_mode"] == "wal"
+    else:
+        assert report["store"]["pgvector"] >= "0.8"
     assert report["embedder"]["healthy"] is True
     assert set(report["channels"]) == set(slm.ALL_CHANNELS)
     for state in report["channels"].values():

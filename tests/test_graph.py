@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from postgres_server import rows as sql
 
 from slm import ChannelUnavailable, Memory, Settings
 from slm.cli import cli
@@ -15,23 +14,29 @@ from slm.models import to_micros
 from slm.validate import timestamp
 
 
+def execute(memory: Memory, statement: str) -> list[tuple[Any, ...]]:
+    """Run SQL directly on the memory's store (either kind: the table names are the same)."""
+    return sql(memory.store.location, memory.store.kind, statement)
+
+
 def derived_rows(memory: Memory) -> dict[str, Any]:
-    path = memory.store.location
-    with sqlite3.connect(path) as db:
-        return {
-            "entities": sorted(db.execute("SELECT name, kind, mentions FROM entities")),
-            "mentions": sorted(
-                db.execute(
-                    "SELECT e.name, m.key, m.speaker FROM mentions m "
-                    "JOIN entities e ON e.id = m.entity"
-                )
-            ),
-            "times": sorted(db.execute("SELECT key, start_us, end_us FROM memory_times")),
-            "edges": sorted(db.execute("SELECT src, dst, kind, round(weight, 4) FROM edges")),
-            "postings": sorted(db.execute("SELECT term, key, tf, dl FROM lex_postings")),
-            "terms": sorted(db.execute("SELECT term, df FROM lex_terms")),
-            "stats": sorted(db.execute("SELECT n_docs, total_len FROM lex_stats")),
-        }
+    def rows(statement: str) -> list[tuple[Any, ...]]:
+        return sorted(execute(memory, statement))
+
+    return {
+        "entities": rows("SELECT name, kind, mentions FROM entities"),
+        "mentions": rows(
+            "SELECT e.name, m.key, m.speaker FROM mentions m JOIN entities e ON e.id = m.entity"
+        ),
+        "times": rows("SELECT key, start_us, end_us FROM memory_times"),
+        "edges": [
+            (src, dst, kind, round(weight, 4))
+            for src, dst, kind, weight in rows("SELECT src, dst, kind, weight FROM edges")
+        ],
+        "postings": rows("SELECT term, key, tf, dl FROM lex_postings"),
+        "terms": rows("SELECT term, df FROM lex_terms"),
+        "stats": rows("SELECT n_docs, total_len FROM lex_stats"),
+    }
 
 
 def test_entities_and_aliases_are_stored(memory: Memory) -> None:
@@ -113,42 +118,41 @@ def test_reindex_rebuilds_the_same_derived_data(memory: Memory) -> None:
         ]
     )
     before = derived_rows(memory)
-    with sqlite3.connect(memory.store.location) as db:
-        for table in (
-            "mentions",
-            "memory_times",
-            "edges",
-            "lex_postings",
-            "lex_terms",
-            "lex_docs",
-            "entities",
-        ):
-            db.execute(f"DELETE FROM {table}")
-        db.execute("UPDATE lex_stats SET n_docs = 0, total_len = 0")
+    for table in (
+        "mentions",
+        "memory_times",
+        "edges",
+        "lex_postings",
+        "lex_terms",
+        "lex_docs",
+        "entities",
+    ):
+        execute(memory, f"DELETE FROM {table}")
+    execute(memory, "UPDATE lex_stats SET n_docs = 0, total_len = 0")
     assert memory.reindex() == 6
     assert derived_rows(memory) == before
 
 
-def test_required_channels_fail_loudly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = tmp_path / "r.db"
-    with Memory(path, settings=Settings(embedder="fake")) as memory:
+def test_required_channels_fail_loudly(
+    store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
         memory.remember("one memory")
-    with sqlite3.connect(path) as db:
-        db.execute("DELETE FROM lex_docs")
+        execute(memory, "DELETE FROM lex_docs")
     with pytest.raises(ChannelUnavailable, match=r"bm25.*missing from its index"):
-        Memory(path, settings=Settings(embedder="fake", required_channels=("bm25",)))
+        Memory(**store_at, settings=Settings(embedder="fake", required_channels=("bm25",)))
     monkeypatch.setenv("SLM_EMBEDDER", "fake")
     monkeypatch.setenv("SLM_REQUIRED_CHANNELS", "semantic,bm25")
     with pytest.raises(ChannelUnavailable):
-        Memory(path)
+        Memory(**store_at)
     monkeypatch.setenv("SLM_REQUIRED_CHANNELS", "semantic,temporal,hopfield,spreading")
-    with Memory(path) as memory:
+    with Memory(**store_at) as memory:
         report = memory.health()["channels"]
     assert report["bm25"]["healthy"] is False
     assert all(report[n]["healthy"] for n in ("semantic", "temporal", "hopfield", "spreading"))
     with pytest.raises(ChannelUnavailable, match="disabled"):
         Memory(
-            path,
+            **store_at,
             settings=Settings(embedder="fake", channels=("semantic",), required_channels=("bm25",)),
         )
 
@@ -174,9 +178,12 @@ def test_a_failing_channel_is_reported_not_dropped(
     assert memory.health()["channels"]["temporal"]["healthy"] is True
 
 
-def test_cli_trace_reindex_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_trace_reindex_health(
+    store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SLM_EMBEDDER", "fake")
-    monkeypatch.setenv("SLM_DB", str(tmp_path / "c.db"))
+    for name, value in store_at.items():
+        monkeypatch.setenv({"path": "SLM_DB", "dsn": "SLM_DSN"}[name], str(value))
     runner = CliRunner()
     runner.invoke(cli, ["remember", "Ann: flew to Oslo in July 2024", "--event-time", "2024-07-03"])
     out = runner.invoke(cli, ["trace", "What did Ann do in July 2024?"]).output
@@ -196,7 +203,6 @@ def test_cli_trace_reindex_health(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_forget_works_on_a_store_with_a_stale_index(memory: Memory) -> None:
     record = memory.remember("a memory whose lexical rows went missing")
-    with sqlite3.connect(memory.store.location) as db:
-        db.execute("DELETE FROM lex_docs")
+    execute(memory, "DELETE FROM lex_docs")
     assert memory.forget([record.id]) == [record.id]
     assert memory.count() == 0

@@ -9,7 +9,6 @@ import pytest
 
 from slm import Memory
 from slm.channels.base import Hit
-from slm.channels.bm25 import idf
 from slm.fusion import (
     lexical_coverage,
     order,
@@ -18,6 +17,7 @@ from slm.fusion import (
     source_trust,
     weighted_rrf,
 )
+from slm.lexicon import idf
 from slm.text import query_terms, terms
 
 

@@ -35,6 +35,7 @@ BAD_REMEMBER: list[tuple[dict[str, Any], str]] = [
 
 @pytest.mark.parametrize(("kwargs", "message"), BAD_REMEMBER)
 def test_bad_remember_is_rejected(memory: Memory, kwargs: dict[str, Any], message: str) -> None:
+    kwargs = dict(kwargs)  # the parameters are shared by the runs on each store
     content = kwargs.pop("content")
     with pytest.raises(InvalidInput, match=message):
         memory.remember(content, **kwargs)

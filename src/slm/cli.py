@@ -31,15 +31,19 @@ EXIT_INTERNAL = 70
 
 
 class Context:
-    def __init__(self, db: str | None, profile: str | None) -> None:
+    def __init__(self, db: str | None, profile: str | None, dsn: str | None = None) -> None:
         self.db = db
+        self.dsn = dsn
         self.profile = profile or os.environ.get("SLM_PROFILE") or "default"
 
     @contextmanager
     def memory(self, **overrides: Any) -> Iterator[Memory]:
         settings = Settings.from_env(**overrides)
-        path = Path(self.db).expanduser() if self.db else default_db_path()
-        with Memory(path, profile=self.profile, settings=settings) as memory:
+        if self.dsn:
+            store: dict[str, Any] = {"dsn": self.dsn}
+        else:
+            store = {"path": Path(self.db).expanduser() if self.db else default_db_path()}
+        with Memory(**store, profile=self.profile, settings=settings) as memory:
             yield memory
 
 
@@ -103,15 +107,20 @@ def show_response(response: RecallResponse) -> None:
 
 @click.group(cls=SlmGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar="SLM_DB", help="SQLite file (env SLM_DB; default in SLM_HOME).")
+@click.option(
+    "--dsn",
+    envvar="SLM_DSN",
+    help="PostgreSQL DSN of a server store, used instead of --db (env SLM_DSN).",
+)
 @click.option("--profile", help="Profile name, [A-Za-z0-9_.-]{1,64} (env SLM_PROFILE).")
 @click.version_option(package_name="slm")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, profile: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, dsn: str | None, profile: str | None) -> None:
     """slm: local-first memory for AI agents. Store what matters; recall it ranked."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if profile is not None:
         validate.profile(profile)
-    ctx.obj = Context(db, profile)
+    ctx.obj = Context(db, profile, dsn)
 
 
 @cli.command()
@@ -326,6 +335,119 @@ def health(obj: Context, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("query")
+@click.option("--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000.")
+@click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
+@click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
+@json_option
+@click.pass_obj
+def trace(
+    obj: Context, query: str, k: int, channels: str | None, now: str | None, as_json: bool
+) -> None:
+    """Explain a recall: what each channel found, how it was fused, why each result is there."""
+    with obj.memory() as memory:
+        response = memory.recall(
+            query,
+            k=k,
+            trace=True,
+            now=now,
+            channels=channels.split(",") if channels is not None else None,
+        )
+    if as_json:
+        emit(response.to_dict())
+        return
+    assert response.trace is not None
+    show_trace(response)
+
+
+def show_trace(response: RecallResponse) -> None:
+    trace: dict[str, Any] = dict(response.trace or {})
+    query = trace["query"]
+    click.echo(f"query    {query['text']!r}")
+    click.echo(f"terms    {' '.join(query['terms']) or '-'}")
+    click.echo(f"entities {', '.join(query['entities']) or '-'}")
+    window = query["time_window"]
+    when = f"{window['start'][:10]} .. {window['end'][:10]} ({window['text']})" if window else "-"
+    click.echo(f"window   {when}" + ("   [when-question]" if query["when_question"] else ""))
+    fusion = trace["fusion"]
+    weights = ", ".join(f"{n} {w:g}" for n, w in fusion["weights"].items())
+    click.echo(f"fusion   weighted RRF, k={fusion['k']:g}; weights {weights}\n")
+    contents = {r.memory.id: r.memory.content for r in response.results}
+    for name, run in trace["channels"].items():
+        if not run["ran"]:
+            why = run["error"] or run["reason"]
+            click.echo(f"{name:<10} did not run ({why})")
+            continue
+        click.echo(f"{name:<10} {len(run['candidates'])} candidates in {run['ms']:.1f} ms")
+        for hit in run["candidates"][:5]:
+            text = contents.get(hit["id"], "")
+            click.echo(f"    #{hit['rank']:<3} {hit['score']:>10.4f}  {hit['id']}  {text[:60]}")
+    click.echo()
+    if response.abstained:
+        click.echo(f"abstained: {response.abstention_reason}")
+    for result, detail in zip(response.results, trace["results"], strict=True):
+        ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
+        click.echo(
+            f"{result.rank_position:>2}. [{result.relevance_score:.2f}] {result.memory.content}"
+        )
+        click.echo(
+            f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
+            f"lexical {detail['lexical_coverage']:.2f}, window {detail['time_window_match']}; "
+            f"boost {detail['entity_graph_boost']:.4f}; {ranks}"
+        )
+    click.echo(f"\n{trace['total_ms']:.1f} ms")
+
+
+@cli.command()
+@json_option
+@click.pass_obj
+def reindex(obj: Context, as_json: bool) -> None:
+    """Rebuild the derived indexes (lexical, entities, dates, graph) from the stored memories."""
+    with obj.memory() as memory:
+        count = memory.reindex()
+    if as_json:
+        emit({"reindexed": count})
+    else:
+        click.echo(f"reindexed {count} memories")
+
+
+@cli.command()
+@click.option("--from", "source", required=True, help="Store to copy: a file or postgresql:// URL.")
+@click.option("--to", "target", required=True, help="Store to copy into (created if new).")
+@json_option
+@click.pass_context
+def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None:
+    """Copy every memory (ids, times, metadata, vectors, trust) to another store; re-run
+    to resume. With --profile (or SLM_PROFILE), only that profile."""
+    from slm.migrate import migrate as copy_store
+
+    obj: Context = ctx.obj
+    chosen = ctx.parent is not None and ctx.parent.params.get("profile") is not None
+    profiles = [obj.profile] if chosen or os.environ.get("SLM_PROFILE") else None
+    done = 0
+
+    def show_progress(read: int) -> None:
+        nonlocal done
+        done += read
+        click.echo(f"\rread {done} memories", nl=False, err=True)
+
+    interactive = sys.stderr.isatty() and not as_json
+    reports = copy_store(
+        source, target, profiles=profiles, progress=show_progress if interactive else None
+    )
+    if interactive:
+        click.echo(err=True)
+    if as_json:
+        emit([r.to_dict() for r in reports])
+        return
+    for r in reports:
+        click.echo(
+            f"{r.profile}: read {r.read}, copied {r.copied}, already present {r.existing}"
+            + (f", {r.renamed} under new ids (theirs were taken)" if r.renamed else "")
+        )
+
+
+@cli.command()
 @json_option
 @click.pass_context
 def demo(ctx: click.Context, as_json: bool) -> None:
@@ -350,6 +472,29 @@ def demo(ctx: click.Context, as_json: bool) -> None:
                 click.echo()
     if as_json:
         emit(answers)
+
+
+@cli.command()
+@click.pass_obj
+def mcp(obj: Context) -> None:
+    """Serve the profile's memory to MCP clients (Claude Code, Cursor...) over stdio."""
+    from slm.mcp_server import run_stdio
+
+    with obj.memory() as memory:
+        run_stdio(memory)
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.pass_obj
+def serve(obj: Context, host: str, port: int) -> None:
+    """Serve the REST API; a non-loopback --host needs SLM_API_TOKEN."""
+    from slm.http import serve as serve_http
+
+    path = Path(obj.db).expanduser() if obj.db else default_db_path()
+    token = os.environ.get("SLM_API_TOKEN")
+    serve_http(host=host, port=port, path=path, default_profile=obj.profile, token=token)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.entities import query_entities
 from slm.ingest.timeexpr import is_when_question, query_window
+from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import run_recall
 from slm.settings import ALL_CHANNELS, Settings, default_db_path
@@ -333,6 +334,7 @@ class Memory:
             profile=self.profile,
             vector=self.embedder.embed_batch([text])[0],
             terms=tuple(query_terms(text)),
+            lexicon=Lexicon(self.store, self.profile, query_terms(text)),
             now=moment,
             filters=filters,
             allowed=allowed,

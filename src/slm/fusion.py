@@ -76,28 +76,40 @@ def relevance(semantic: float, lexical: float, temporal: float = 0.0) -> float:
     )
 
 
+#: How strongly each kind of edge to a leader carries the graph boost: the turn right after
+#: a leading memory is often its answer; the turn before it and semantic neighbours less so.
+EDGE_WEIGHTS: Mapping[str, float] = {"prev": 1.0, "next": 0.5, "similar": 0.5}
+
+
 def entity_graph_boost(
     query_entities: Sequence[frozenset[int]],
     candidate_entities: Mapping[int, frozenset[int]],
-    adjacency: Mapping[int, frozenset[int]],
-    leaders: Sequence[int],
+    adjacency: Mapping[int, Mapping[int, str]],
+    leaders: Mapping[int, float],
     entity_weight: float,
     graph_weight: float,
 ) -> dict[int, float]:
     """Post-fusion boost for each candidate (only candidates; it never adds one)::
 
-        boost(d) = entity_weight * shared(d) / |Q| + graph_weight * [d is linked to a leader]
+        boost(d) = entity_weight * shared(d) / |Q|
+                 + graph_weight * max over leaders L linked to d of  lead(L) * w(edge d -> L)
 
-    ``Q`` holds the query's entities (each a set of stored entity ids, aliases included),
-    ``shared(d)`` counts those the candidate mentions, and the leaders are the top fused
-    candidates: a memory next to the best evidence is more likely part of the answer.
+    ``Q`` holds the query's entities (each a set of stored entity ids, aliases included) and
+    ``shared(d)`` counts those the candidate mentions. Leaders are the top fused candidates,
+    ``lead(L)`` their fused score relative to the best one (0..1), and ``w`` the
+    :data:`EDGE_WEIGHTS` of the edge kind, seen from ``d`` (``prev``: d is the turn after L).
     """
     boosts: dict[int, float] = {}
     for key, mentioned in candidate_entities.items():
         shared = sum(1 for group in query_entities if group & mentioned)
         entity = entity_weight * shared / len(query_entities) if query_entities else 0.0
-        linked = any(leader != key and leader in adjacency.get(key, ()) for leader in leaders)
-        boosts[key] = entity + (graph_weight if linked else 0.0)
+        links = adjacency.get(key, {})
+        graph = max(
+            (lead * EDGE_WEIGHTS.get(links[leader], 0.0)
+             for leader, lead in leaders.items() if leader != key and leader in links),
+            default=0.0,
+        )
+        boosts[key] = entity + graph_weight * graph
     return boosts
 
 

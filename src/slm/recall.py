@@ -17,17 +17,18 @@ import numpy as np
 
 from slm import fusion
 from slm.channels import Channel, Hit, Query
-from slm.channels.bm25 import idf
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
 from slm.models import MemoryRecord, to_micros
 from slm.settings import Settings
 from slm.store import Store
-from slm.text import terms as text_terms
 
 log = logging.getLogger(__name__)
 
 #: Candidates linked to one of this many top fused candidates get the graph boost.
 LEADERS = 3
+#: Only this many top survivors are considered for the entity-graph boost: the boost is
+#: small next to fusion scores and cannot lift a candidate from further down.
+BOOSTED = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,20 +82,16 @@ def run_channels(
 
 
 def weigh_evidence(
-    store: Store, query: Query, records: Mapping[int, MemoryRecord], settings: Settings
+    store: Store, query: Query, keys: Sequence[int], settings: Settings
 ) -> dict[int, Evidence]:
     """Semantic, lexical and temporal evidence for each candidate, on query-independent scales."""
-    keys = list(records)
     if not keys:
         return {}
     cosines = np.asarray(store.vectors(query.profile, keys) @ query.vector, dtype=np.float64)
-    stats = store.lexical_stats(query.profile, query.terms)
-    term_idf = {t: idf(stats.n_docs, stats.df.get(t, 0)) for t in query.terms}
-    in_window = _in_window(store, query, records)
+    in_window = _in_window(store, query, keys)
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines.tolist(), strict=True):
-        doc_terms = set(text_terms(records[key].content))
-        lexical = fusion.lexical_coverage(query.terms, doc_terms, term_idf)
+        lexical = query.lexicon.coverage(key) if query.lexicon is not None else 0.0
         semantic = fusion.semantic_strength(
             cosine, settings.relevance_cos_low, settings.relevance_cos_high
         )
@@ -105,13 +102,13 @@ def weigh_evidence(
     return out
 
 
-def _in_window(store: Store, query: Query, records: Mapping[int, MemoryRecord]) -> set[int]:
+def _in_window(store: Store, query: Query, keys: Sequence[int]) -> set[int]:
     """Candidates whose event time or a referenced date falls in the query's time window."""
     if query.window is None:
         return set()
     start, end = to_micros(query.window.start), to_micros(query.window.end)
-    inside = {k for k, r in records.items() if start <= to_micros(r.event_time) < end}
-    for key, spans in store.referenced_times(query.profile, list(records)).items():
+    inside = {k for k, t in store.event_times(query.profile, keys).items() if start <= t < end}
+    for key, spans in store.referenced_times(query.profile, keys).items():
         if any(s < end and e > start for s, e in spans):
             inside.add(key)
     return inside
@@ -145,11 +142,13 @@ def entity_graph_boosts(
     groups = [frozenset(e for e, _ in matches) for matches in query.entity_ids.values()]
     mentioned = store.memory_entities(query.profile, keys)
     edges = store.edges_from(query.profile, keys)
+    ordered = fusion.order(fused)
+    best = fused[ordered[0]]
     return fusion.entity_graph_boost(
         query_entities=groups,
         candidate_entities={k: frozenset(e for e, _, _ in mentioned.get(k, [])) for k in keys},
-        adjacency={k: frozenset(n for n, _, _ in edges.get(k, [])) for k in keys},
-        leaders=fusion.order(fused)[:LEADERS],
+        adjacency={k: {n: kind for n, kind, _ in edges.get(k, [])} for k in keys},
+        leaders={k: fused[k] / best for k in ordered[:LEADERS]},
         entity_weight=settings.entity_boost,
         graph_weight=settings.graph_boost,
     )
@@ -169,14 +168,19 @@ def run_recall(
     rankings = {run.name: run.hits for run in runs if run.ran}
     weights = {name: settings.weight(name) for name in rankings}
     fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)
-    records = store.get_by_keys(query.profile, fused)
-    fused = {key: score for key, score in fused.items() if key in records}
-    evidence = weigh_evidence(store, query, records, settings)
+    evidence = weigh_evidence(store, query, list(fused), settings)
     passed = admitted(store, query, evidence, rankings.get("spreading", ()))
     survivors = {key: fused[key] for key in passed}
-    boosts = entity_graph_boosts(store, query, survivors, settings)
-    ranking = {key: score + boosts.get(key, 0.0) for key, score in survivors.items()}
-    ordered = fusion.order(ranking)[:k]
+    leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
+    boosts = entity_graph_boosts(store, query, {k: survivors[k] for k in leading}, settings)
+    ranking = {
+        key: score + boosts.get(key, 0.0) + settings.evidence_weight * evidence[key].relevance
+        for key, score in survivors.items()
+    }
+    # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
+    top = fusion.order(ranking)[: k + 8]
+    records = store.get_by_keys(query.profile, top)
+    ordered = [key for key in top if key in records][:k]
     provenance = _provenance(rankings)
     trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
     results = tuple(
@@ -193,9 +197,10 @@ def run_recall(
     reason = NO_CANDIDATES if not fused else (EVIDENCE_FLOOR if not results else None)
     trace = None
     if want_trace:
+        ids = _ids(store, query, runs)
         trace = {
             "query": _interpretation(query),
-            "channels": {run.name: _run_trace(run, records) for run in runs},
+            "channels": {run.name: _run_trace(run, ids) for run in runs},
             "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
             "evidence_floor": {
                 "semantic_cosine": settings.semantic_floor,
@@ -257,7 +262,12 @@ def _interpretation(query: Query) -> dict[str, Any]:
     }
 
 
-def _run_trace(run: ChannelRun, records: Mapping[int, MemoryRecord]) -> dict[str, Any]:
+def _ids(store: Store, query: Query, runs: Sequence[ChannelRun]) -> dict[int, str]:
+    keys = {hit.key for run in runs for hit in run.hits}
+    return {key: record.id for key, record in store.get_by_keys(query.profile, keys).items()}
+
+
+def _run_trace(run: ChannelRun, ids: Mapping[int, str]) -> dict[str, Any]:
     return {
         "ran": run.ran,
         "reason": run.reason,
@@ -265,7 +275,7 @@ def _run_trace(run: ChannelRun, records: Mapping[int, MemoryRecord]) -> dict[str
         "ms": round(run.ms, 3),
         "candidates": [
             {
-                "id": records[h.key].id if h.key in records else None,
+                "id": ids.get(h.key),
                 "rank": h.rank,
                 "score": round(h.score, 6),
             }

@@ -46,6 +46,9 @@ class Settings:
         legacy_aliases: also emit ``score`` and ``confidence`` in results (contract v2 aliases).
         entity_boost: post-fusion boost for sharing all of the query's entities.
         graph_boost: post-fusion boost for being linked to one of the top 3 fused candidates.
+        evidence_weight: weight of ``relevance_score`` added to the fused score when ranking.
+        hopfield_beta, hopfield_steps: inverse temperature and update count of the Hopfield
+            channel (see ``slm.channels.hopfield``).
     """
 
     channels: tuple[str, ...] = ALL_CHANNELS
@@ -63,6 +66,9 @@ class Settings:
     trust_prior: tuple[float, float] = (3.0, 1.0)
     legacy_aliases: bool = True
     entity_boost: float = 0.005
+    evidence_weight: float = 0.0
+    hopfield_beta: float = 20.0
+    hopfield_steps: int = 3
     graph_boost: float = 0.003
 
     def __post_init__(self) -> None:

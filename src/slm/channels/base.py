@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Protocol
 
 from slm.ingest.timeexpr import TimeSpan
+from slm.lexicon import Lexicon
 from slm.store import Filters, Vector
 
 
@@ -52,6 +53,8 @@ class Query:
     window: TimeSpan | None = None
     #: whether the question asks when something happened
     when: bool = False
+    #: the lexical index as seen by this query's terms (read lazily, once)
+    lexicon: Lexicon | None = None
     #: hits of the channels that ran before this one, by channel name
     prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
 

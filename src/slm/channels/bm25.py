@@ -12,20 +12,15 @@ from :func:`slm.text.terms` (stopwords removed, Snowball stems) on both sides.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 
 from slm.channels.base import Health, Hit, Query, ranked
+from slm.lexicon import idf
 from slm.settings import Settings
 from slm.store import Postings, Store
-
-
-def idf(n_docs: int, df: int) -> float:
-    """Lucene BM25 inverse document frequency; always positive."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
 
 
 def term_scores(
@@ -66,12 +61,11 @@ class BM25Channel:
         return Health(True)
 
     def candidates(self, query: Query, k: int) -> list[Hit]:
-        if not query.terms:
-            return []
-        postings = self._store.postings(query.profile, query.terms)
+        postings = query.lexicon.postings if query.lexicon is not None else {}
         if not postings:
             return []
-        stats = self._store.lexical_stats(query.profile, query.terms)
+        assert query.lexicon is not None
+        stats = query.lexicon.stats
         totals = bm25_scores(postings, stats.n_docs, stats.df, stats.avg_len, self._k1, self._b)
         if query.allowed is not None:
             totals = {key: s for key, s in totals.items() if key in query.allowed}

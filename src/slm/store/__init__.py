@@ -12,9 +12,16 @@ __all__ = ["Filters", "LexicalStats", "Postings", "Store", "Stored", "Vector", "
 def open_store(*, path: str | Path | None, dsn: str | None, dim: int) -> Store:
     """Open the SQLite store at ``path``, or the server store named by ``dsn``."""
     if dsn is not None:
-        from slm.errors import ConfigError
+        try:
+            from slm.store.postgres import PostgresStore
+        except ImportError as exc:
+            from slm.errors import ConfigError
 
-        raise ConfigError("the PostgreSQL store is not available in this version of slm")
+            raise ConfigError(
+                f"the PostgreSQL store needs the 'postgres' extra "
+                f"(pip install 'slm[postgres]'): {exc}"
+            ) from None
+        return PostgresStore(dsn, dim=dim)
     from slm.store.sqlite import SQLiteStore
 
     assert path is not None

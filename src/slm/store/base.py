@@ -137,6 +137,9 @@ class Store(Protocol):
         """Memories whose event time or a referenced date falls in [start, end) (microseconds),
         with the matching (start, end)."""
 
+    def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
+        """Event time of each memory, in microseconds since the epoch."""
+
     def referenced_times(
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, int]]]:
@@ -149,6 +152,9 @@ class Store(Protocol):
         """(useful, not useful) feedback counts per source."""
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None: ...
+
+    def profiles(self) -> list[str]:
+        """Every profile that holds at least one memory, sorted (for copying a whole store)."""
 
     def meta(self, key: str) -> str | None: ...
 

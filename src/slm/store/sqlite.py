@@ -331,6 +331,9 @@ class SQLiteStore:
         rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
         return str(rows[0][0]) if rows else None
 
+    def profiles(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT profile FROM memories ORDER BY 1")]
+
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         by_id: dict[str, MemoryRecord] = {}
         for chunk in _chunks(list(ids)):
@@ -481,6 +484,17 @@ class SQLiteStore:
     ) -> dict[int, tuple[int, int]]:
         with self._lock:
             return graph.time_overlaps(self._db, profile, start, end, limit)
+
+    def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for chunk in _chunks(list(keys)):
+            rows = self._read(
+                f"SELECT key, event_time FROM memories WHERE profile = ? "
+                f"AND key IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
+            out.update(rows)
+        return out
 
     def referenced_times(
         self, profile: str, keys: Sequence[int]

@@ -1,0 +1,1 @@
+"""Benchmarks that ship with slm: retrieval quality (LoCoMo) and speed at scale."""

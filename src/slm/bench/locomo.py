@@ -1,0 +1,316 @@
+"""The LoCoMo retrieval benchmark (protocol: BENCHMARK.md section 1; docs/benchmarks.md).
+
+One fresh store per conversation; one memory per turn (``"{speaker}: {text}"`` plus
+``" [image: {caption}]"``), event time = the session's date, ``dia_id`` in metadata, stored
+through the public bulk API. Every question of categories 1-4 is asked with default
+settings and top 10 scored against its cleaned evidence ids; category 5 is reported apart.
+Abstention is checked by asking each store the questions of another conversation.
+Relative time in questions is resolved against the conversation's last session date.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from slm.bench.metrics import auroc, hit_at, percentile, recall_at, reciprocal_rank
+from slm.engine import Memory, MemoryInput
+from slm.errors import InvalidInput
+from slm.ingest.timeexpr import parse_locomo_datetime
+from slm.settings import Settings
+
+SCORED_CATEGORIES = (1, 2, 3, 4)
+CATEGORY_NAMES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
+K = 10
+_DIA = re.compile(r"D(\d+):(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str
+    evidence: frozenset[str]
+    category: int
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    sample_id: str
+    turns: tuple[MemoryInput, ...]
+    questions: tuple[Question, ...]
+    last_time: datetime
+
+
+@dataclass
+class Cleaning:
+    evidence_ids_dropped: int = 0
+    questions_without_evidence: int = 0
+
+
+def clean_evidence(raw: Sequence[object], cleaning: Cleaning) -> frozenset[str]:
+    """Split joined ids, normalise ``D30:05`` to ``D30:5``, drop malformed ones."""
+    ids: set[str] = set()
+    for item in raw:
+        for part in re.split(r"[;\s]+", str(item)):
+            if not part:
+                continue
+            match = _DIA.fullmatch(part)
+            if match is None:
+                cleaning.evidence_ids_dropped += 1
+                continue
+            ids.add(f"D{int(match.group(1))}:{int(match.group(2))}")
+    return frozenset(ids)
+
+
+def _turns(sample: dict[str, Any]) -> Iterator[tuple[int, datetime, dict[str, Any]]]:
+    conversation = sample["conversation"]
+    numbers = sorted(
+        int(m.group(1))
+        for key in conversation
+        if (m := re.fullmatch(r"session_(\d+)", key)) and conversation[key]
+    )
+    for number in numbers:
+        when = parse_locomo_datetime(conversation[f"session_{number}_date_time"])
+        for turn in conversation[f"session_{number}"]:
+            yield number, when, turn
+
+
+def load(path: str | Path) -> tuple[list[Conversation], Cleaning]:
+    """Conversations in the original LoCoMo JSON layout, with evidence cleaned."""
+    try:
+        samples = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"cannot read LoCoMo data from {path}: {exc}") from None
+    cleaning = Cleaning()
+    conversations = []
+    for sample in samples:
+        turns, last = [], None
+        for session, when, turn in _turns(sample):
+            content = f"{turn['speaker']}: {turn['text']}"
+            if turn.get("blip_caption"):
+                content += f" [image: {turn['blip_caption']}]"
+            metadata = {
+                "dia_id": turn["dia_id"],
+                "session": session,
+                "conversation": sample["sample_id"],
+            }
+            turns.append(
+                MemoryInput(content, event_time=when, source=turn["speaker"], metadata=metadata)
+            )
+            last = when
+        questions = []
+        for qa in sample.get("qa", []):
+            evidence = clean_evidence(qa.get("evidence", []), cleaning)
+            if not evidence:
+                cleaning.questions_without_evidence += 1
+                continue
+            questions.append(Question(str(qa["question"]), evidence, int(qa["category"])))
+        if last is not None:
+            conversations.append(
+                Conversation(sample["sample_id"], tuple(turns), tuple(questions), last)
+            )
+    return conversations, cleaning
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One recall of one question under one channel configuration."""
+
+    category: int
+    ranked: tuple[str, ...]
+    evidence: frozenset[str]
+    top_relevance: float
+    abstained: bool
+    ms: float
+
+
+def _ask(
+    memory: Memory, dia: dict[str, str], question: Question, now: datetime, channels: Sequence[str]
+) -> Answer:
+    start = time.perf_counter()
+    response = memory.recall(question.text, k=K, channels=channels, now=now)
+    elapsed = (time.perf_counter() - start) * 1000
+    ranked = tuple(dia.get(r.memory.id, "") for r in response.results)
+    top = response.results[0].relevance_score if response.results else 0.0
+    return Answer(question.category, ranked, question.evidence, top, response.abstained, elapsed)
+
+
+def summarise(answers: Sequence[Answer]) -> dict[str, float | int]:
+    n = len(answers)
+    if not n:
+        return {"n": 0}
+    out: dict[str, float | int] = {"n": n}
+    for k in (1, 5, 10):
+        out[f"hit@{k}"] = sum(hit_at(a.ranked, set(a.evidence), k) for a in answers) / n
+    for k in (1, 5, 10):
+        out[f"recall@{k}"] = sum(recall_at(a.ranked, set(a.evidence), k) for a in answers) / n
+    out["mrr@10"] = sum(reciprocal_rank(a.ranked, set(a.evidence), K) for a in answers) / n
+    out["abstained"] = sum(a.abstained for a in answers)
+    return {key: round(v, 4) if isinstance(v, float) else v for key, v in out.items()}
+
+
+def score(positives: Sequence[Answer], negatives: Sequence[Answer]) -> dict[str, Any]:
+    scored = [a for a in positives if a.category in SCORED_CATEGORIES]
+    by_category = defaultdict(list)
+    for answer in positives:
+        by_category[answer.category].append(answer)
+    latencies = [a.ms for a in positives] + [a.ms for a in negatives]
+    return {
+        "scored": len(scored),
+        "overall": summarise(scored),
+        "by_category": {
+            str(c): {"name": CATEGORY_NAMES[c], **summarise(by_category[c])}
+            for c in SCORED_CATEGORIES
+        },
+        "adversarial": summarise(by_category[5]),
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 3),
+            "p95": round(percentile(latencies, 95), 3),
+        },
+        "abstention": {
+            "auroc": round(
+                auroc([a.top_relevance for a in scored], [a.top_relevance for a in negatives]), 4
+            ),
+            "negatives": len(negatives),
+            "negatives_abstained": round(
+                sum(a.abstained for a in negatives) / max(len(negatives), 1), 4
+            ),
+            "positives_abstained": round(sum(a.abstained for a in scored) / max(len(scored), 1), 4),
+        },
+    }
+
+
+@contextmanager
+def _store(dsn: str | None, settings: Settings, run_id: str, sample: str) -> Iterator[Memory]:
+    profile = re.sub(r"[^A-Za-z0-9_.-]", "_", f"locomo-{run_id}-{sample}")[:64]
+    if dsn is not None:
+        with Memory(dsn=dsn, profile=profile, settings=settings) as memory:
+            yield memory
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="slm-locomo-") as tmp,
+        Memory(Path(tmp) / "locomo.db", profile=profile, settings=settings) as memory,
+    ):
+        yield memory
+
+
+def run(
+    path: str | Path,
+    *,
+    dsn: str | None = None,
+    settings: Settings | None = None,
+    channels: Sequence[str] | None = None,
+    ablate: bool = False,
+    conversations: int | None = None,
+    questions: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark and return the report (see the module docstring)."""
+    settings = settings or Settings.from_env()
+    data, cleaning = load(path)
+    data = data[:conversations] if conversations else data
+    base = tuple(channels) if channels else settings.channels
+    configs = {"all": base}
+    if ablate:
+        configs.update({f"without {c}": tuple(x for x in base if x != c) for c in base})
+    positives: dict[str, list[Answer]] = defaultdict(list)
+    negatives: dict[str, list[Answer]] = defaultdict(list)
+    run_id, ingest_ms, memories = uuid.uuid4().hex[:8], 0.0, 0
+    for index, conv in enumerate(data):
+        other = data[(index + 1) % len(data)] if len(data) > 1 else None
+        with _store(dsn, settings, run_id, conv.sample_id) as memory:
+            start = time.perf_counter()
+            records = memory.remember_many(conv.turns)
+            ingest_ms += (time.perf_counter() - start) * 1000
+            memories += len(records)
+            dia = {r.id: str(r.metadata["dia_id"]) for r in records}
+            asked = conv.questions[:questions] if questions else conv.questions
+            foreign = [
+                q for q in (other.questions if other else ()) if q.category in SCORED_CATEGORIES
+            ]
+            foreign = foreign[:questions] if questions else foreign
+            for name, config in configs.items():
+                for q in asked:
+                    positives[name].append(_ask(memory, dia, q, conv.last_time, config))
+                for q in foreign:
+                    negatives[name].append(_ask(memory, dia, q, conv.last_time, config))
+        if progress:
+            progress(f"{conv.sample_id}: {len(records)} memories, {len(asked)} questions")
+    report: dict[str, Any] = {
+        "dataset": str(path),
+        "store": "postgresql" if dsn else "sqlite",
+        "conversations": len(data),
+        "memories": memories,
+        "channels": list(base),
+        "cleaning": {
+            "evidence_ids_dropped": cleaning.evidence_ids_dropped,
+            "questions_without_evidence": cleaning.questions_without_evidence,
+        },
+        "ingest_ms_per_memory": round(ingest_ms / max(memories, 1), 3),
+        **score(positives["all"], negatives["all"]),
+    }
+    if ablate:
+        report["ablation"] = {
+            name: score(positives[name], negatives[name]) for name in configs if name != "all"
+        }
+    return report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as Markdown tables."""
+    cols = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr@10")
+    lines = [
+        f"LoCoMo retrieval, {report['conversations']} conversations, {report['memories']} "
+        f"memories, {report['scored']} scored questions ({report['store']}; channels "
+        f"{', '.join(report['channels'])})",
+        "",
+        "| slice | n | " + " | ".join(cols) + " |",
+        "|---|---|" + "---|" * len(cols),
+    ]
+
+    def row(name: str, block: dict[str, Any]) -> str:
+        return (
+            f"| {name} | {block.get('n', 0)} | "
+            + " | ".join(f"{block.get(c, float('nan')):.3f}" for c in cols)
+            + " |"
+        )
+
+    lines.append(row("overall", report["overall"]))
+    for number, block in report["by_category"].items():
+        lines.append(row(f"{number} {block['name']}", block))
+    lines.append(row("5 adversarial (not scored)", report["adversarial"]))
+    abst = report["abstention"]
+    lines += [
+        "",
+        f"latency p50 {report['latency_ms']['p50']:.1f} ms, "
+        f"p95 {report['latency_ms']['p95']:.1f} ms; "
+        f"ingest {report['ingest_ms_per_memory']:.2f} ms/memory",
+        f"abstention: AUROC {abst['auroc']:.3f}; abstained on {abst['negatives_abstained']:.1%} of "
+        f"{abst['negatives']} foreign questions and {abst['positives_abstained']:.1%} of real ones",
+    ]
+    if "ablation" in report:
+        lines += [
+            "",
+            "| configuration | " + " | ".join(cols) + " | AUROC |",
+            "|---|" + "---|" * (len(cols) + 1),
+        ]
+        blocks = {"all channels": report, **report["ablation"]}
+        for name, block in blocks.items():
+            values = " | ".join(f"{block['overall'].get(c, float('nan')):.3f}" for c in cols)
+            lines.append(f"| {name} | {values} | {block['abstention']['auroc']:.3f} |")
+    return "\n".join(lines)

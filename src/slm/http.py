@@ -1,0 +1,541 @@
+"""``slm serve``: the REST API, a thin adapter from HTTP to :class:`slm.Memory`.
+
+Every endpoint calls one library method and returns its ``to_dict()``; ``POST /v1/recall``
+returns the same score-contract-v2 object as ``slm recall --json``. Request bodies are checked
+for shape here (so the OpenAPI document says what is accepted) and for values by the library,
+the one place the limits live. Every error is JSON: ``{"error": {"type", "message", "field"}}``.
+
+The profile is chosen per request (``X-SLM-Profile`` header or ``profile`` query parameter);
+each profile gets its own :class:`Memory` over the same store, so no request sees another
+profile's memories. Without ``SLM_API_TOKEN`` the server only binds a loopback address and
+only answers requests addressed to one, so a web page cannot reach it by DNS rebinding.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from slm import __version__, errors, validate
+from slm.embed import Embedder
+from slm.engine import Memory
+from slm.errors import ConfigError, InvalidInput, NotFound, SlmError
+from slm.settings import Settings
+
+try:
+    import uvicorn
+    from fastapi import Depends, FastAPI, Header, Query, Request
+    from fastapi import Path as PathParam
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+    from pydantic.config import JsonDict
+    from starlette.exceptions import HTTPException
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+except ImportError as exc:  # the extra is optional; say which one instead of a traceback
+    raise ConfigError("slm serve needs the server extra: pip install 'slm[server]'") from exc
+
+log = logging.getLogger("slm.http")
+
+MAX_BODY_BYTES = 1024 * 1024
+_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+_PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"
+_MEMORY_ID = "^[0-9a-f]{16}$"
+# SQLite integers are signed 64-bit; a larger OFFSET would overflow in the driver.
+_MAX_OFFSET = 2**63 - 1
+
+
+# -- request and response shapes -----------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_TIME: JsonDict = {"format": "date-time"}
+
+
+class MemoryIn(_Body):
+    content: str = Field(min_length=1, description="The memory text (at most 64 KiB of UTF-8).")
+    event_time: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it happened, ISO 8601; default now."
+    )
+    source: str | None = Field(None, description="Who or what said it.")
+    confidence: float = Field(1.0, ge=0, le=1, description="Stored confidence, 0..1.")
+    metadata: dict[str, Any] | None = Field(None, description="A JSON object kept as is.")
+    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
+
+
+class MemoryBatch(_Body):
+    memories: list[MemoryIn] = Field(max_length=validate.MAX_BATCH)
+
+
+def _one_or_batch(value: Any) -> str:
+    return "batch" if isinstance(value, dict) and "memories" in value else "one"
+
+
+RememberBody = Annotated[
+    Annotated[MemoryIn, Tag("one")] | Annotated[MemoryBatch, Tag("batch")],
+    Discriminator(_one_or_batch),
+]
+
+
+class RecallIn(_Body):
+    query: str = Field(min_length=1, description="The question, in plain words (at most 4 KiB).")
+    k: int = Field(10, ge=1, le=validate.MAX_K, description="How many results.")
+    trace: bool = Field(False, description="Include the per-channel trace.")
+    source: str | None = None
+    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
+    after: str | None = Field(None, json_schema_extra=_TIME, description="Event time >= this.")
+    before: str | None = Field(None, json_schema_extra=_TIME, description="Event time < this.")
+    channels: list[str] | None = Field(None, description="Run only these channels.")
+    now: str | None = Field(None, description="Anchor for relative dates in the query.")
+
+
+class MemoryOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    content: str
+    event_time: str
+    recorded_at: str
+    source: str | None
+    metadata: dict[str, Any]
+    tags: list[str]
+
+
+class MemoryList(BaseModel):
+    memories: list[MemoryOut]
+
+
+class ResultOut(MemoryOut):
+    relevance_score: float
+    ranking_score: float
+    memory_confidence: float
+    trust_score: float
+    rank_position: int
+
+
+class RecallOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    score_contract_version: str
+    calibration_status: str
+    calibration_id: None
+    answer_confidence: None
+    abstained: bool
+    abstention_reason: str | None
+    query: str
+    results: list[ResultOut]
+
+
+class Forgotten(BaseModel):
+    forgotten: list[str]
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorOut, "description": "Invalid input, unknown id, body too large."},
+    "5XX": {"model": ErrorOut, "description": "The store or model failed."},
+}
+
+
+def _ok(model: type[BaseModel] | None, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    body: dict[str, Any] = {"model": model} if model else {}
+    if model is None:
+        body["content"] = {"application/json": {"schema": {"type": "object"}}}
+    return {status: body, **_ERRORS}
+
+
+# -- profiles --------------------------------------------------------------------------------
+
+
+class Profiles:
+    """One open :class:`Memory` per profile, all over one store file and one embedder.
+
+    At most ``limit`` stay open; the least recently used idle one is closed to make room,
+    and one evicted while a request still uses it is closed when that request ends.
+    """
+
+    def __init__(self, path: Path, settings: Settings, limit: int = 32) -> None:
+        self.path, self.settings, self.limit = path, settings, limit
+        self._lock = threading.Lock()
+        self._open: OrderedDict[str, Memory] = OrderedDict()
+        self._users: dict[int, int] = {}
+        self._embedder: Embedder | None = None
+
+    @contextmanager
+    def lease(self, profile: str) -> Iterator[Memory]:
+        memory = self._acquire(profile)
+        try:
+            yield memory
+        finally:
+            self._release(memory)
+
+    def _acquire(self, profile: str) -> Memory:
+        with self._lock:
+            memory = self._open.get(profile)
+            if memory is None:
+                memory = Memory(
+                    self.path, profile=profile, settings=self.settings, embedder=self._embedder
+                )
+                self._embedder = memory.embedder  # loading the model once is enough
+                self._open[profile] = memory
+                self._evict()
+            self._open.move_to_end(profile)
+            self._users[id(memory)] = self._users.get(id(memory), 0) + 1
+            return memory
+
+    def _release(self, memory: Memory) -> None:
+        with self._lock:
+            left = self._users[id(memory)] = self._users[id(memory)] - 1
+            if left == 0:
+                del self._users[id(memory)]
+                if self._open.get(memory.profile) is not memory:
+                    memory.close()
+
+    def _evict(self) -> None:
+        for profile in list(self._open)[: max(0, len(self._open) - self.limit)]:
+            memory = self._open.pop(profile)
+            if id(memory) not in self._users:
+                memory.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for memory in self._open.values():
+                memory.close()
+            self._open.clear()
+
+
+def _profile(
+    request: Request,
+    header: Annotated[
+        str | None,
+        Header(alias="X-SLM-Profile", pattern=_PROFILE, description="Profile of this request."),
+    ] = None,
+    query: Annotated[
+        str | None,
+        Query(alias="profile", pattern=_PROFILE, description="Profile, if not in the header."),
+    ] = None,
+) -> str:
+    if header is not None and query is not None and header != query:
+        raise InvalidInput("profile: the X-SLM-Profile header and ?profile= disagree")
+    chosen: str = header or query or request.app.state.default_profile
+    return validate.profile(chosen)
+
+
+def _memory(request: Request, profile: Annotated[str, Depends(_profile)]) -> Iterator[Memory]:
+    profiles: Profiles = request.app.state.profiles
+    with profiles.lease(profile) as memory:
+        yield memory
+
+
+Mem = Annotated[Memory, Depends(_memory)]
+
+
+# -- the app ---------------------------------------------------------------------------------
+
+
+def create_app(
+    path: Path,
+    *,
+    settings: Settings | None = None,
+    default_profile: str = "default",
+    token: str | None = None,
+    loopback_only: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> ASGIApp:
+    """The ASGI app over the SQLite store at ``path``; close it by shutting the app down."""
+    profiles = Profiles(path, settings if settings is not None else Settings.from_env())
+    with profiles.lease(validate.profile(default_profile)):
+        pass  # a store or model that cannot open fails here, before the server listens
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        profiles.close()
+
+    app = FastAPI(
+        title="slm",
+        version=__version__,
+        summary="Local-first memory for AI agents: store what matters, recall it ranked.",
+        docs_url=None,  # the docs page loads scripts from a CDN; slm stays offline
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.profiles = profiles
+    app.state.default_profile = validate.profile(default_profile)
+    _add_routes(app)
+    _add_error_handlers(app)
+    return Guard(app, token=token, loopback_only=loopback_only, max_body_bytes=max_body_bytes)
+
+
+def _add_routes(app: FastAPI) -> None:
+    @app.post("/v1/memories", status_code=201, responses=_ok(None, 201))
+    def remember(body: RememberBody, memory: Mem) -> JSONResponse:
+        """Store one memory (an object) or a batch (``{"memories": [...]}``), all or nothing.
+
+        Identical content in a profile is stored once: the existing memory comes back.
+        """
+        items = body.memories if isinstance(body, MemoryBatch) else [body]
+        records = memory.remember_many([i.model_dump(exclude_unset=True) for i in items])
+        out = [r.to_dict() for r in records]
+        data = {"memories": out} if isinstance(body, MemoryBatch) else out[0]
+        return JSONResponse(data, status_code=201)
+
+    @app.post("/v1/recall", responses=_ok(RecallOut))
+    def recall(body: RecallIn, memory: Mem) -> JSONResponse:
+        """The memories most relevant to the query, as a score contract v2 response."""
+        options = body.model_dump(exclude={"query"})
+        return JSONResponse(memory.recall(body.query, **options).to_dict())
+
+    @app.get("/v1/memories/{memory_id}", responses=_ok(MemoryOut))
+    def get(memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem) -> JSONResponse:
+        """One memory by id."""
+        return JSONResponse(memory.get(memory_id).to_dict())
+
+    @app.get("/v1/memories", responses=_ok(MemoryList))
+    def list_memories(
+        memory: Mem,
+        limit: Annotated[int, Query(ge=1, le=validate.MAX_LIST_LIMIT)] = 20,
+        offset: Annotated[int, Query(ge=0, le=_MAX_OFFSET)] = 0,
+        source: str | None = None,
+        tag: Annotated[list[str], Query(description="Only memories with this tag.")] = [],  # noqa: B006
+    ) -> JSONResponse:
+        """Memories, most recently recorded first."""
+        records = memory.list(limit, offset, source=source, tags=tag)
+        return JSONResponse({"memories": [r.to_dict() for r in records]})
+
+    @app.delete("/v1/memories/{memory_id}", responses=_ok(Forgotten))
+    def forget(
+        memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem
+    ) -> JSONResponse:
+        """Remove one memory from every index."""
+        if not memory.forget([memory_id]):
+            raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
+        return JSONResponse({"forgotten": [memory_id]})
+
+    @app.get("/v1/health", responses=_ok(None))
+    def health(memory: Mem) -> JSONResponse:
+        """Store, embedder and channel health, and the profile's memory count."""
+        return JSONResponse(memory.health())
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def error_response(
+    status: int, kind: str, message: str, field: str | None = None, **headers: str
+) -> JSONResponse:
+    body = {"error": {"type": kind, "message": message, "field": field}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+_UNAVAILABLE = (errors.StoreError, errors.EmbedderError, errors.ChannelUnavailable)
+_HTTP_KINDS = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
+_FIELD_WORDS = re.compile(r"[a-z_]+")
+_KNOWN_FIELDS = frozenset(
+    "content query profile id ids k limit offset confidence source tags metadata event_time "
+    "recorded_at after before now channels".split()
+)
+_FIELD_ALIASES = {"tag": "tags", "channel": "channels", "items": "memories"}
+
+
+def library_field(message: str) -> str | None:
+    """The request field a library message is about (the library names it in its message)."""
+    prefix = ""
+    if match := re.match(r"item (\d+): ", message):
+        prefix, message = f"memories[{match.group(1)}].", message[match.end() :]
+    for word in _FIELD_WORDS.findall(message):
+        word = _FIELD_ALIASES.get(word, word)
+        if word in _KNOWN_FIELDS or word == "memories":
+            return f"{prefix}{word}"
+    return prefix.rstrip(".") or None
+
+
+def _loc_field(loc: tuple[Any, ...]) -> str:
+    """``("body", "batch", "memories", 2, "content")`` -> ``memories[2].content``."""
+    parts = [p for p in loc[1:] if p not in ("one", "batch")] if loc[0] == "body" else loc[1:]
+    if loc[0] == "path":
+        parts = ["id"]
+    elif loc[0] == "header":
+        parts = ["X-SLM-Profile"]
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text or str(loc[0])
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    async def invalid_request(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            detail = first.get("ctx", {}).get("error", "")
+            message = f"body is not valid JSON: {detail} at position {first['loc'][-1]}"
+            return error_response(400, "invalid_input", message, "body")
+        field = _loc_field(tuple(first.get("loc", ("body",))))
+        return error_response(400, "invalid_input", f"{field}: {first['msg']}", field)
+
+    async def library_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, SlmError)
+        if isinstance(exc, InvalidInput):
+            return error_response(400, "invalid_input", str(exc), library_field(str(exc)))
+        if isinstance(exc, NotFound):
+            return error_response(404, "not_found", str(exc))
+        log.error("%s: %s", type(exc).__name__, exc)
+        status = 503 if isinstance(exc, _UNAVAILABLE) else 500
+        return error_response(status, "unavailable" if status == 503 else "error", str(exc))
+
+    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        status = exc.status_code
+        kind = _HTTP_KINDS.get(status, "http_error")
+        # FastAPI raises a bare 400 only when it cannot parse the body at all.
+        field = "body" if status == 400 else None
+        return error_response(status, kind, str(exc.detail), field, **(exc.headers or {}))
+
+    async def crash(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("internal error", exc_info=exc)
+        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(SlmError, library_error)
+    app.add_exception_handler(HTTPException, http_error)
+    app.add_exception_handler(Exception, crash)
+
+
+# -- transport guard: host, token, body size -----------------------------------------------
+
+
+class Guard:
+    """ASGI middleware applied before routing: checks the Host, the token and the body size.
+
+    The body is read here (at most ``max_body_bytes``) so an oversized request is refused with
+    413 before any parsing, whether or not it announced its length.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, token: str | None, loopback_only: bool, max_body_bytes: int
+    ) -> None:
+        self.app = app
+        self.token = token.encode("utf-8") if token else None
+        self.loopback_only = loopback_only
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
+        refusal = self._refusal(scope, headers)
+        if refusal is None:
+            body = await _read_body(receive, self.max_body_bytes)
+            if body is None:
+                limit = self.max_body_bytes
+                refusal = error_response(413, "too_large", f"request body over {limit} bytes")
+        if refusal is not None:
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, _replay(body or b"", receive), send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, bytes]) -> JSONResponse | None:
+        if self.loopback_only and _host_name(headers.get("host", b"")) not in _LOOPBACK_NAMES:
+            return error_response(400, "invalid_host", "this server only answers loopback names")
+        if self.token is not None and scope["path"] != "/openapi.json":
+            given = headers.get("authorization", b"")
+            scheme, _, value = given.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
+                return error_response(
+                    401,
+                    "unauthorized",
+                    "send Authorization: Bearer <SLM_API_TOKEN>",
+                    **{"WWW-Authenticate": "Bearer"},
+                )
+        length = headers.get("content-length", b"0")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            return error_response(
+                413, "too_large", f"request body over {self.max_body_bytes} bytes"
+            )
+        return None
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body, or ``None`` as soon as it passes ``limit`` bytes."""
+    body = b""
+    while True:
+        message = await receive()
+        body += bytes(message.get("body", b""))
+        if len(body) > limit:
+            return None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return body
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _host_name(value: bytes) -> str:
+    host = value.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(
+    *,
+    host: str,
+    port: int,
+    path: Path,
+    default_profile: str = "default",
+    token: str | None = None,
+    log_level: Literal["warning", "info", "debug"] = "info",
+) -> None:
+    """Run the API until interrupted; refuse a non-loopback host without a token."""
+    token = token.strip() if token else None
+    if not is_loopback(host) and not token:
+        raise ConfigError(
+            f"refusing to serve on {host} without a token: set SLM_API_TOKEN "
+            "(clients then send 'Authorization: Bearer <token>') or bind 127.0.0.1"
+        )
+    app = create_app(path, default_profile=default_profile, token=token, loopback_only=not token)
+    uvicorn.run(
+        app, host=host, port=port, log_level=log_level, access_log=False, server_header=False
+    )

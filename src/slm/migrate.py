@@ -1,0 +1,175 @@
+"""Copy a whole store into another, either way between SQLite and PostgreSQL (``slm migrate``).
+
+Every memory of every profile keeps its id, content, event and recorded times, source,
+confidence, metadata and tags, and its stored vector: nothing is embedded again. Derived
+data (lexical index, entities, referenced dates, graph) is rebuilt on the way in by the
+engine's own insert path, :meth:`Memory.remember_many`, in the source's key order, which
+gives the graph ``slm reindex`` would. Feedback counts (a source's trust) are raised to the
+source store's, never added twice; those of a source none of whose memories remain are
+not copied.
+
+Resumable: memories are copied in batches, one transaction each, and a memory whose
+content the target profile already holds is skipped, so re-running an interrupted copy
+copies exactly what is missing. An id already taken in the target by other content is
+replaced by a fresh one (counted as ``renamed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.embed import Embedder, Matrix
+from slm.engine import Memory, MemoryInput, content_hash
+from slm.errors import EmbedderError, InvalidInput
+from slm.models import MemoryRecord
+from slm.settings import Settings
+
+BATCH = 500
+DSN_PREFIXES = ("postgresql://", "postgres://")
+
+
+def store_location(location: str | Path) -> dict[str, Any]:
+    """``Memory`` keyword arguments for a store named by a path or a PostgreSQL URL."""
+    text = str(location)
+    if text.startswith(DSN_PREFIXES):
+        return {"dsn": text}
+    return {"path": Path(text).expanduser()}
+
+
+@dataclass(frozen=True, slots=True)
+class CopyReport:
+    """What copying one profile did: memories read from the source, copied, already in
+    the target, and copied under a new id because theirs was taken."""
+
+    profile: str
+    read: int
+    copied: int
+    existing: int
+    renamed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "read": self.read,
+            "copied": self.copied,
+            "existing": self.existing,
+            "renamed": self.renamed,
+        }
+
+
+class StoredVectors:
+    """An embedder that hands back vectors computed before: the source store's. The
+    target's insert path then runs unchanged and never embeds anything again."""
+
+    def __init__(self, name: str, dim: int) -> None:
+        self.name = name
+        self.dim = dim
+        self._table: dict[str, Matrix] = {}
+
+    def load(self, contents: Sequence[str], vectors: Matrix) -> None:
+        self._table = dict(zip(contents, vectors, strict=True))
+
+    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+        try:
+            rows = [self._table[text] for text in texts]
+        except KeyError:
+            raise EmbedderError("a memory being copied has no stored vector") from None
+        return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def health(self) -> dict[str, object]:
+        return {"name": self.name, "dim": self.dim, "healthy": True, "reason": None}
+
+
+def migrate(
+    source: str | Path,
+    target: str | Path,
+    *,
+    profiles: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    embedder: Embedder | None = None,
+    batch: int = BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> list[CopyReport]:
+    """Copy ``profiles`` (default: every profile) from the store at ``source`` to the one
+    at ``target`` (paths or ``postgresql://`` URLs); see the module docstring.
+
+    ``settings`` and ``embedder`` open the source as usual: the embedder must be the one
+    the source was built with (its vectors are copied, not recomputed).
+    """
+    settings = settings if settings is not None else Settings.from_env()
+    origin, destination = store_location(source), store_location(target)
+    if origin == destination:
+        raise InvalidInput("--from and --to name the same store")
+    if "path" in origin and not origin["path"].is_file():
+        raise InvalidInput(f"no store at {origin['path']}")
+    with Memory(**origin, settings=settings, embedder=embedder) as first:
+        names = list(profiles) if profiles is not None else first.store.profiles()
+        model = first.embedder
+        reports = []
+        for profile in names:
+            copier = StoredVectors(model.name, model.dim)
+            with (
+                Memory(**origin, profile=profile, settings=settings, embedder=model) as src,
+                Memory(**destination, profile=profile, settings=settings, embedder=copier) as dst,
+            ):
+                reports.append(copy_profile(src, dst, copier, batch=batch, progress=progress))
+    return reports
+
+
+def copy_profile(
+    source: Memory,
+    target: Memory,
+    vectors: StoredVectors,
+    *,
+    batch: int = BATCH,
+    progress: Callable[[int], None] | None = None,
+) -> CopyReport:
+    """Copy one profile; ``target`` must have been opened with ``vectors`` as its embedder."""
+    read = copied = renamed = 0
+    sources: set[str] = set()
+    after = 0
+    while records := source.store.scan(source.profile, after, batch):
+        after = records[-1].key
+        read += len(records)
+        sources.update(r.source or "" for r in records)
+        present = target.store.existing(target.profile, [content_hash(r.content) for r in records])
+        missing = [r for r in records if content_hash(r.content) not in present]
+        if missing:
+            stored = source.store.vectors(source.profile, [r.key for r in missing])
+            vectors.load([r.content for r in missing], stored)
+            added = target.remember_many([_as_input(r) for r in missing])
+            copied += len(missing)
+            renamed += sum(new.id != old.id for new, old in zip(added, missing, strict=True))
+        if progress is not None:
+            progress(len(records))
+    _copy_feedback(source, target, sources)
+    return CopyReport(source.profile, read, copied, read - copied, renamed)
+
+
+def _as_input(record: MemoryRecord) -> MemoryInput:
+    return MemoryInput(
+        content=record.content,
+        event_time=record.event_time,
+        source=record.source,
+        confidence=record.confidence,
+        metadata=dict(record.metadata),
+        tags=record.tags,
+        id=record.id,
+        recorded_at=record.recorded_at,
+    )
+
+
+def _copy_feedback(source: Memory, target: Memory, sources: set[str]) -> None:
+    """Raise the target's feedback counts to the source's (so a re-run adds nothing)."""
+    have = target.store.source_feedback(target.profile, sources)
+    for name, counts in source.store.source_feedback(source.profile, sources).items():
+        for useful, wanted, present in zip(
+            (True, False), counts, have.get(name, (0, 0)), strict=True
+        ):
+            for _ in range(wanted - present):
+                target.store.add_feedback(target.profile, name, useful)

@@ -1,0 +1,400 @@
+"""The REST API: a real ``slm serve`` on a free loopback port, spoken to over HTTP."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from schemathesis import GenerationMode
+from schemathesis.checks import negative_data_rejection, positive_data_acceptance
+
+from slm import Settings, StoreError
+from slm.http import Profiles
+
+TOKEN = "s3cret-token-for-tests"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def server_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLM_")}
+    return {**env, "SLM_EMBEDDER": "fake", "SLM_HOME": str(home), **extra}
+
+
+def slm(db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "slm", "--db", str(db), *args]
+
+
+def run_server(workdir: Path, **env: str) -> Iterator[str]:
+    """Start ``slm serve``, wait until it answers, yield its URL, stop it."""
+    port = free_port()
+    log = (workdir / "server.log").open("w")
+    command = slm(workdir / "api.db", "serve", "--port", str(port))
+    process = subprocess.Popen(command, env=server_env(workdir, **env), stderr=log, stdout=log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):
+            if process.poll() is not None:
+                pytest.fail(f"server exited: {(workdir / 'server.log').read_text()}")
+            try:
+                httpx.get(f"{url}/openapi.json", timeout=1.0)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("server did not start within 30 s")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from run_server(tmp_path_factory.mktemp("api"))
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    yield from run_server(tmp_path_factory.mktemp("secured"), SLM_API_TOKEN=TOKEN)
+
+
+@pytest.fixture
+def client(api: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=api, timeout=10.0) as http:
+        yield http
+
+
+def error_of(response: httpx.Response) -> dict[str, Any]:
+    assert response.headers["content-type"] == "application/json"
+    error: dict[str, Any] = response.json()["error"]
+    assert set(error) == {"type", "message", "field"} and error["message"]
+    return error
+
+
+# -- the happy path ----------------------------------------------------------------------------
+
+
+def test_remember_get_list_recall_forget(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "happy"}
+    made = client.post(
+        "/v1/memories",
+        headers=headers,
+        json={
+            "content": "The boiler is serviced every October",
+            "source": "home",
+            "event_time": "2024-10-01T09:00:00Z",
+            "confidence": 0.9,
+            "metadata": {"room": "cellar"},
+            "tags": ["house"],
+        },
+    )
+    assert made.status_code == 201, made.text
+    record = made.json()
+    assert record["metadata"] == {"room": "cellar"} and record["tags"] == ["house"]
+    assert record["event_time"] == "2024-10-01T09:00:00Z"
+
+    assert client.get(f"/v1/memories/{record['id']}", headers=headers).json() == record
+    listed = client.get("/v1/memories", params={"limit": 5, "offset": 0}, headers=headers)
+    assert listed.json() == {"memories": [record]}
+
+    recalled = client.post("/v1/recall", headers=headers, json={"query": "boiler service", "k": 3})
+    contract = recalled.json()
+    assert recalled.status_code == 200
+    assert contract["score_contract_version"] == "2"
+    assert contract["calibration_status"] == "uncalibrated"
+    assert contract["answer_confidence"] is None and "abstained" in contract
+    top = contract["results"][0]
+    assert top["id"] == record["id"] and top["rank_position"] == 1
+    for field in ("relevance_score", "ranking_score", "memory_confidence", "trust_score"):
+        assert isinstance(top[field], float)
+    assert "trace" not in contract
+    traced = client.post("/v1/recall", headers=headers, json={"query": "boiler", "trace": True})
+    assert "trace" in traced.json()
+
+    gone = client.delete(f"/v1/memories/{record['id']}", headers=headers)
+    assert gone.status_code == 200 and gone.json() == {"forgotten": [record["id"]]}
+    assert client.delete(f"/v1/memories/{record['id']}", headers=headers).status_code == 404
+    assert error_of(client.get(f"/v1/memories/{record['id']}", headers=headers))["type"] == (
+        "not_found"
+    )
+
+
+def test_batch_is_stored_all_or_nothing(client: httpx.Client) -> None:
+    params = {"profile": "batch"}
+    bad = {"memories": [{"content": "Deploys happen on Thursdays"}, {"content": "   "}]}
+    refused = client.post("/v1/memories", params=params, json=bad)
+    assert refused.status_code == 400
+    assert error_of(refused)["field"] == "memories[1].content"
+    assert client.get("/v1/memories", params=params).json() == {"memories": []}
+
+    good = {"memories": [{"content": "Deploys happen on Thursdays"}, {"content": "Tea at 4"}]}
+    stored = client.post("/v1/memories", params=params, json=good)
+    assert stored.status_code == 201
+    assert [m["content"] for m in stored.json()["memories"]] == [
+        "Deploys happen on Thursdays",
+        "Tea at 4",
+    ]
+    again = client.post("/v1/memories", params=params, json=good["memories"][0])
+    assert again.json()["id"] == stored.json()["memories"][0]["id"]
+
+
+def test_health_and_openapi(client: httpx.Client) -> None:
+    health = client.get("/v1/health", params={"profile": "healthy"}).json()
+    assert health["profile"] == "healthy" and health["memories"] == 0
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/memories", "/v1/recall", "/v1/memories/{memory_id}", "/v1/health"} <= set(
+        schema["paths"]
+    )
+
+
+# -- bad input is a 4xx that names the field ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/memories", {}, "content"),
+        ("POST", "/v1/memories", {"content": 42}, "content"),
+        ("POST", "/v1/memories", {"content": ""}, "content"),
+        ("POST", "/v1/memories", {"content": "x", "confidence": 1.5}, "confidence"),
+        ("POST", "/v1/memories", {"content": "x", "event_time": "yesterday"}, "event_time"),
+        ("POST", "/v1/memories", {"content": "x", "metadata": [1]}, "metadata"),
+        ("POST", "/v1/memories", {"content": "x", "tags": "health"}, "tags"),
+        ("POST", "/v1/memories", {"content": "x", "colour": "red"}, "colour"),
+        ("POST", "/v1/memories", {"memories": [{"content": 1}]}, "memories[0].content"),
+        ("POST", "/v1/memories", [{"content": "x"}], "body"),
+        ("POST", "/v1/recall", {"query": "x", "k": 0}, "k"),
+        ("POST", "/v1/recall", {"query": "x", "k": "5"}, "k"),
+        ("POST", "/v1/recall", {"query": "\x00"}, "query"),
+        ("POST", "/v1/recall", {"query": "x", "channels": ["nope"]}, "channels"),
+        ("POST", "/v1/recall", {"query": "x", "after": "soon"}, "after"),
+        ("GET", "/v1/memories?limit=0", None, "limit"),
+        ("GET", "/v1/memories?offset=-1", None, "offset"),
+        ("GET", "/v1/memories?limit=ten", None, "limit"),
+        ("GET", "/v1/memories/NOT-AN-ID", None, "id"),
+        ("DELETE", "/v1/memories/123", None, "id"),
+        ("GET", "/v1/health?profile=no%20spaces", None, "profile"),
+    ],
+)
+def test_invalid_input_is_400_naming_the_field(
+    client: httpx.Client, method: str, path: str, body: Any, field: str
+) -> None:
+    response = client.request(method, path, json=body)
+    assert response.status_code == 400, response.text
+    error = error_of(response)
+    assert error["type"] == "invalid_input"
+    assert error["field"] == field, error
+
+
+def test_unparsable_bodies_are_400(client: httpx.Client) -> None:
+    json_headers = {"content-type": "application/json"}
+    broken = client.post("/v1/memories", content=b'{"content": ', headers=json_headers)
+    assert broken.status_code == 400 and error_of(broken)["field"] == "body"
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert client.post("/v1/recall", content=deep, headers=json_headers).status_code == 400
+    # A form post from a web page must not be read as JSON.
+    plain = client.post(
+        "/v1/memories", content=b'{"content": "x"}', headers={"content-type": "text/plain"}
+    )
+    assert plain.status_code == 400 and error_of(plain)["field"] == "body"
+
+
+def test_unknown_route_and_method_are_json(client: httpx.Client) -> None:
+    assert error_of(client.get("/v1/nothing"))["type"] == "not_found"
+    refused = client.put("/v1/health")
+    assert refused.status_code == 405 and error_of(refused)["type"] == "method_not_allowed"
+
+
+def test_oversized_body_is_413(client: httpx.Client) -> None:
+    big = {"content": "x" * (1024 * 1024 + 1)}
+    assert client.post("/v1/memories", json=big).status_code == 413
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit must hold while streaming
+        yield b'{"content": "'
+        for _ in range(40):
+            yield b"y" * 64 * 1024
+        yield b'"}'
+
+    streamed = client.post(
+        "/v1/memories", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 413 and error_of(streamed)["type"] == "too_large"
+
+
+# -- profiles, hosts and tokens -----------------------------------------------------------------
+
+
+def test_profiles_are_isolated(client: httpx.Client) -> None:
+    alice = {"X-SLM-Profile": "alice"}
+    record = client.post(
+        "/v1/memories", headers=alice, json={"content": "Alice's locker is 42"}
+    ).json()
+    memory_id = record["id"]
+    for other in ({"X-SLM-Profile": "bob"}, {}):
+        listed = client.get("/v1/memories", headers=other).json()["memories"]
+        assert memory_id not in [m["id"] for m in listed]
+        recalled = client.post("/v1/recall", headers=other, json={"query": "Alice locker"}).json()
+        assert memory_id not in [r["id"] for r in recalled["results"]]
+        assert client.get(f"/v1/memories/{memory_id}", headers=other).status_code == 404
+        assert client.delete(f"/v1/memories/{memory_id}", headers=other).status_code == 404
+    assert client.get(f"/v1/memories/{memory_id}", params={"profile": "alice"}).json() == record
+    same = client.get(f"/v1/memories/{memory_id}", params={"profile": "alice"}, headers=alice)
+    assert same.status_code == 200
+    clash = client.get("/v1/memories", params={"profile": "bob"}, headers=alice)
+    assert clash.status_code == 400 and error_of(clash)["field"] == "profile"
+
+
+profile_names = st.from_regex(r"[A-Za-z0-9_.-]{1,64}", fullmatch=True)
+
+
+@given(first=profile_names, second=profile_names, text=st.text(min_size=1, max_size=200))
+@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+def test_no_profile_sees_another(api: str, first: str, second: str, text: str) -> None:
+    assume(first != second and text.strip() and "\x00" not in text)
+    with httpx.Client(base_url=api, timeout=10.0) as http:
+        made = http.post("/v1/memories", params={"profile": first}, json={"content": text})
+        assume(made.status_code == 201)  # text the library refuses is covered elsewhere
+        memory_id = made.json()["id"]
+        other = {"profile": second}
+        listed = http.get("/v1/memories", params={**other, "limit": 10_000}).json()["memories"]
+        assert memory_id not in [m["id"] for m in listed]
+        recalled = http.post("/v1/recall", params=other, json={"query": text, "k": 1000}).json()
+        assert memory_id not in [r["id"] for r in recalled["results"]]
+        assert http.get(f"/v1/memories/{memory_id}", params=other).status_code == 404
+        assert http.delete(f"/v1/memories/{memory_id}", params=other).status_code == 404
+        assert http.get(f"/v1/memories/{memory_id}", params={"profile": first}).status_code == 200
+
+
+def test_evicted_profiles_close_only_when_idle(tmp_path: Path) -> None:
+    profiles = Profiles(tmp_path / "pool.db", Settings(embedder="fake"), limit=1)
+    with profiles.lease("a") as first:
+        first.remember("kept open while in use")
+        with profiles.lease("b") as second:  # evicts "a" from the pool, but "a" is in use
+            assert second.count() == 0
+        assert first.count() == 1
+    with pytest.raises(StoreError):
+        first.count()
+    with profiles.lease("a") as reopened:
+        assert reopened is not first and reopened.count() == 1
+    profiles.close()
+
+
+def test_foreign_host_names_are_refused(client: httpx.Client) -> None:
+    # A page on evil.example that rebinds its name to 127.0.0.1 still sends its own Host.
+    rebound = client.get("/v1/health", headers={"host": "evil.example"})
+    assert rebound.status_code == 400 and error_of(rebound)["type"] == "invalid_host"
+    assert client.get("/v1/health", headers={"host": "localhost:1"}).status_code == 200
+
+
+def test_token_is_required_when_set(secured: str) -> None:
+    with httpx.Client(base_url=secured, timeout=10.0) as http:
+        assert http.get("/openapi.json").status_code == 200
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {TOKEN}"}):
+            refused = http.get("/v1/health", headers=headers)
+            assert refused.status_code == 401 and error_of(refused)["type"] == "unauthorized"
+            assert refused.headers["www-authenticate"] == "Bearer"
+        ok = http.get("/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})
+        assert ok.status_code == 200
+
+
+def test_refuses_a_public_host_without_token(tmp_path: Path) -> None:
+    command = slm(tmp_path / "x.db", "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    done = subprocess.run(
+        command, env=server_env(tmp_path), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().count("\n") == 0 and "SLM_API_TOKEN" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "blocked", "extra"), [("serve", "fastapi", "server"), ("mcp", "mcp", "mcp")]
+)
+def test_missing_extra_names_it(tmp_path: Path, command: str, blocked: str, extra: str) -> None:
+    script = (
+        f"import sys; sys.modules[{blocked!r}] = None; import slm; from slm.cli import main; "
+        f"sys.argv = ['slm', '--db', {str(tmp_path / 'x.db')!r}, {command!r}]; main()"
+    )
+    env = server_env(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    assert f"pip install 'slm[{extra}]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_importing_slm_loads_no_adapter_dependency() -> None:
+    script = "import sys, slm; print(sorted({'fastapi', 'uvicorn', 'mcp'} & set(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
+
+
+# -- property-based fuzz of the OpenAPI schema --------------------------------------------------
+
+
+OPERATIONS = [
+    ("POST", "/v1/memories"),
+    ("POST", "/v1/recall"),
+    ("GET", "/v1/memories"),
+    ("GET", "/v1/memories/{memory_id}"),
+    ("DELETE", "/v1/memories/{memory_id}"),
+    ("GET", "/v1/health"),
+]
+
+
+@pytest.fixture(scope="module")
+def api_schema(api: str) -> Any:
+    return schemathesis.openapi.from_url(f"{api}/openapi.json")
+
+
+def test_fuzz_covers_every_operation(api_schema: Any) -> None:
+    found = {(op.ok().method.upper(), op.ok().path) for op in api_schema.get_all_operations()}
+    assert found == set(OPERATIONS)
+
+
+# Hypothesis drives schemathesis's strategies directly: its pytest plugin's own parametrize
+# does not run on pytest 9. Two checks are off. positive_data_acceptance: the schema gives
+# types and bounds, but the value rules (byte limits, blank text, ISO 8601) live in the
+# library, so some schema-valid bodies are rightly refused with 400. negative_data_rejection:
+# in a query string a "schema-violating" boolean or repeated parameter is indistinguishable
+# from a valid string (tag=false), so it fails on requests that are in fact valid.
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
+@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+def test_fuzz_never_5xx_and_matches_schema(
+    api_schema: Any, method: str, path: str, mode: GenerationMode
+) -> None:
+    @given(case=api_schema[path][method].as_strategy(mode))
+    @settings(
+        max_examples=40,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    def check(case: Any) -> None:
+        case.call_and_validate(excluded_checks=[positive_data_acceptance, negative_data_rejection])
+
+    check()

@@ -1,0 +1,138 @@
+"""``slm mcp`` as a subprocess, driven over stdio by the MCP SDK's own client."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+TOOLS = {"remember", "recall", "forget", "get", "list_recent", "trace", "health"}
+
+
+def run_session(
+    home: Path, scenario: Callable[[Client], Awaitable[None]], *args: str, **env: str
+) -> None:
+    """Start ``slm mcp`` with the fake embedder, run ``scenario`` against it, shut it down."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "slm", "--db", str(home / "mcp.db"), *args, "mcp"],
+        env={"SLM_EMBEDDER": "fake", "SLM_HOME": str(home), **env},
+    )
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(params, read_timeout_seconds=30) as client:
+                await scenario(client)
+
+    anyio.run(main)
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    # Clients that ignore structured content get the same object as JSON text.
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    assert json.loads(first.text) == result.structured_content
+    return result.structured_content
+
+
+def error_text(result: CallToolResult) -> str:
+    assert result.is_error
+    first = result.content[0]
+    assert isinstance(first, TextContent)
+    return first.text
+
+
+def test_tools_are_listed_with_guidance(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(listed) == TOOLS
+        assert "worth remembering" in (listed["remember"].description or "").lower()
+        assert "phrase the query" in (listed["recall"].description or "").lower()
+        assert listed["recall"].input_schema["required"] == ["query"]
+        assert listed["forget"].input_schema["required"] == ["ids"]
+
+    run_session(tmp_path, scenario)
+
+
+def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        stored = data(
+            await client.call_tool(
+                "remember",
+                {
+                    "content": "Priya is allergic to cats",
+                    "source": "chat",
+                    "event_time": "2024-03-09T18:40:00Z",
+                    "confidence": 0.9,
+                    "metadata": {"session": 4},
+                    "tags": ["health"],
+                },
+            )
+        )
+        assert stored["tags"] == ["health"] and stored["metadata"] == {"session": 4}
+        await client.call_tool("remember", {"content": "Deploys happen on Thursdays"})
+
+        contract = data(await client.call_tool("recall", {"query": "Priya cats allergy", "k": 5}))
+        assert contract["score_contract_version"] == "2"
+        assert contract["calibration_status"] == "uncalibrated"
+        assert contract["answer_confidence"] is None and contract["abstained"] is False
+        top = contract["results"][0]
+        assert top["id"] == stored["id"] and top["rank_position"] == 1
+        for field in ("relevance_score", "ranking_score", "memory_confidence", "trust_score"):
+            assert field in top
+        assert "trace" not in contract
+        assert "trace" in data(await client.call_tool("trace", {"query": "Priya cats"}))
+
+        assert data(await client.call_tool("get", {"id": stored["id"]})) == stored
+        recent = data(await client.call_tool("list_recent", {"limit": 1}))["memories"]
+        assert [m["content"] for m in recent] == ["Deploys happen on Thursdays"]
+
+        missing = "0123456789abcdef"
+        forgotten = data(await client.call_tool("forget", {"ids": [stored["id"], missing]}))
+        assert forgotten == {"forgotten": [stored["id"]], "not_found": [missing]}
+        assert "not found" in error_text(await client.call_tool("get", {"id": stored["id"]}))
+        assert data(await client.call_tool("health", {}))["memories"] == 1
+
+    run_session(tmp_path, scenario)
+
+
+def test_invalid_calls_are_tool_errors_and_the_server_lives_on(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        cases: list[tuple[str, dict[str, Any], str]] = [
+            ("recall", {"query": "x", "k": 0}, "k must be in 1..1000"),
+            ("recall", {"query": "x", "k": "many"}, "k"),
+            ("recall", {}, "query"),
+            ("remember", {"content": "   "}, "content is empty"),
+            ("remember", {"content": "x", "confidence": 7}, "confidence"),
+            ("remember", {"content": "x", "event_time": "soon"}, "event_time"),
+            ("get", {"id": "not-an-id"}, "memory id must be"),
+            ("forget", {"ids": "zz"}, "ids"),
+            ("no_such_tool", {}, "no_such_tool"),
+        ]
+        for name, arguments, expected in cases:
+            message = error_text(await client.call_tool(name, arguments))
+            assert expected in message, (name, arguments, message)
+        assert data(await client.call_tool("health", {}))["memories"] == 0
+
+    run_session(tmp_path, scenario)
+
+
+def test_profile_from_flag_and_environment(tmp_path: Path) -> None:
+    async def remember_in_profile(client: Client) -> None:
+        assert data(await client.call_tool("health", {}))["profile"] == "work"
+        await client.call_tool("remember", {"content": "The office opens at 8"})
+
+    async def sees_nothing_else(client: Client) -> None:
+        health = data(await client.call_tool("health", {}))
+        assert health["profile"] == "home" and health["memories"] == 0
+
+    run_session(tmp_path, remember_in_profile, "--profile", "work")
+    run_session(tmp_path, sees_nothing_else, SLM_PROFILE="home")
