@@ -188,3 +188,15 @@ def test_channels_can_be_restricted_per_call(memory: Memory) -> None:
     assert trace["channels"]["bm25"]["ran"] is True
     assert trace["channels"]["semantic"]["ran"] is False
     assert trace["channels"]["semantic"]["reason"] == "disabled"
+
+
+def test_mean_vector_follows_writes_and_forgets(memory: Memory) -> None:
+    records = memory.remember_many([{"content": f"note about topic {i}"} for i in range(5)])
+    mean, count = memory.store.mean_vector(memory.profile)
+    vectors = memory.store.vectors(memory.profile, [r.key for r in records])
+    assert count == 5
+    assert np.allclose(mean, vectors.mean(axis=0), atol=1e-5)
+    memory.forget([records[0].id, records[1].id])
+    mean, count = memory.store.mean_vector(memory.profile)
+    assert count == 3
+    assert np.allclose(mean, vectors[2:].mean(axis=0), atol=1e-5)

@@ -148,7 +148,7 @@ def test_every_channel_runs_and_is_traced(real_memory: Memory) -> None:
         assert run["ran"] is True and run["error"] is None and run["ms"] >= 0
         for hit in run["candidates"]:
             assert set(hit) == {"id", "rank", "score"}
-    assert trace["fusion"]["k"] == 60
+    assert trace["fusion"]["k"] == Settings().rrf_k
     assert set(trace["fusion"]["weights"]) == set(trace["channels"])
     assert trace["query"]["entities"] == {"caroline": trace["query"]["entities"]["caroline"]}
     assert trace["query"]["entities"]["caroline"]  # resolved to a stored entity

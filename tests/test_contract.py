@@ -138,7 +138,7 @@ def test_trace_reports_channels(populated: Memory) -> None:
     assert trace["channels"]["bm25"]["ran"] is True
     assert trace["fusion"] == {
         "method": "weighted_rrf",
-        "k": 60.0,
+        "k": Settings().rrf_k,
         "weights": trace["fusion"]["weights"],
     }
     top = trace["results"][0]

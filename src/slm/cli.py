@@ -6,6 +6,7 @@ output (and only that) on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -61,6 +62,12 @@ class SlmGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # The reader went away (`slm list | head`): stop quietly, and keep Python from
+            # complaining about the unflushed output at exit.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_ERROR)
         except Exception as exc:
             if os.environ.get("SLM_DEBUG"):
                 raise
@@ -448,6 +455,23 @@ def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None
 
 
 @cli.command()
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
+@json_option
+@click.pass_obj
+def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
+    """Copy the whole store (every profile) to the file PATH while it stays in use."""
+    from slm.backup import backup as copy_store
+
+    with obj.memory() as memory:
+        report = copy_store(memory, path, overwrite=force)
+    if as_json:
+        emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
+    else:
+        click.echo(f"backed up {report.memories} memories to {report.path}")
+
+
+@cli.command()
 @json_option
 @click.pass_context
 def demo(ctx: click.Context, as_json: bool) -> None:
@@ -495,6 +519,11 @@ def serve(obj: Context, host: str, port: int) -> None:
     path = Path(obj.db).expanduser() if obj.db else default_db_path()
     token = os.environ.get("SLM_API_TOKEN")
     serve_http(host=host, port=port, path=path, default_profile=obj.profile, token=token)
+
+
+from slm.bench.cli import bench  # noqa: E402  (registered after the commands above)
+
+cli.add_command(bench)
 
 
 def main() -> None:

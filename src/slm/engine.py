@@ -11,6 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -166,10 +167,14 @@ class Memory:
 
         The whole batch is validated first: one bad item rejects the batch and stores nothing.
         """
-        batch = list(items)
+        if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+            raise InvalidInput("items must be a list of memories", field="items")
+        batch = list(islice(items, validate.MAX_BATCH + 1))
         if len(batch) > validate.MAX_BATCH:
             raise InvalidInput(
-                f"{len(batch)} items in one batch; the limit is {validate.MAX_BATCH}"
+                f"more than {validate.MAX_BATCH} items in one batch; "
+                f"the limit is {validate.MAX_BATCH}",
+                field="items",
             )
         now = datetime.now(UTC)
         numbered = len(batch) > 1
@@ -197,14 +202,16 @@ class Memory:
     ) -> NewMemory:
         try:
             if isinstance(item, Mapping):
-                unknown = set(item) - _ITEM_FIELDS
+                unknown = sorted(map(str, set(item) - _ITEM_FIELDS))
                 if unknown:
-                    raise InvalidInput(f"unknown field(s) {', '.join(sorted(map(str, unknown)))}")
+                    raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
                 if "content" not in item:
-                    raise InvalidInput("content is missing")
+                    raise InvalidInput("content is missing", field="content")
                 item = MemoryInput(**item)
             elif not isinstance(item, MemoryInput):
-                raise InvalidInput(f"expected a mapping or MemoryInput, not {type(item).__name__}")
+                raise InvalidInput(
+                    f"expected a mapping or MemoryInput, not {type(item).__name__}", index=index
+                )
             text = validate.content(item.content)
             recorded = validate.timestamp(item.recorded_at, "recorded_at") or now
             return NewMemory(
@@ -222,7 +229,7 @@ class Memory:
             )
         except InvalidInput as exc:
             if numbered:
-                raise InvalidInput(f"item {index}: {exc}") from None
+                raise InvalidInput(f"item {index}: {exc}", field=exc.field, index=index) from None
             raise
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
@@ -423,13 +430,26 @@ def _filters(
     )
 
 
-def _channel_names(names: Sequence[str]) -> tuple[str, ...]:
+def _channel_names(names: object) -> tuple[str, ...]:
     if isinstance(names, str):
         names = names.split(",")
-    cleaned = tuple(dict.fromkeys(n.strip() for n in names if n.strip()))
-    for name in cleaned:
-        if name not in ALL_CHANNELS:
-            raise InvalidInput(f"unknown channel {name!r}; known: {', '.join(ALL_CHANNELS)}")
+    if not isinstance(names, Iterable) or isinstance(names, bytes | Mapping):
+        raise InvalidInput("channels must be a list of channel names", field="channels")
+    chosen: dict[str, None] = {}
+    for name in names:
+        if not isinstance(name, str):
+            raise InvalidInput(
+                f"channels must be channel names, not {type(name).__name__}", field="channels"
+            )
+        name = name.strip()
+        if name and name not in ALL_CHANNELS:
+            raise InvalidInput(
+                f"unknown channel {name[:80]!r}; known: {', '.join(ALL_CHANNELS)}",
+                field="channels",
+            )
+        if name:
+            chosen[name] = None
+    cleaned = tuple(chosen)
     if not cleaned:
-        raise InvalidInput("channels names no channel")
+        raise InvalidInput("channels names no channel", field="channels")
     return cleaned

@@ -15,13 +15,32 @@ the HTTP API answers with a 4xx/5xx JSON body.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SlmError(Exception):
     """Base class of every error slm raises on purpose."""
 
 
 class InvalidInput(SlmError, ValueError):
-    """An argument was rejected; the message names the argument and the rule it broke."""
+    """An argument was rejected; the message names the argument and the rule it broke.
+
+    ``field`` is the argument's name (``content``, ``k``, ``metadata``...) when one argument
+    is to blame, and ``index`` the position of the offending item in a batch.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None, index: int | None = None):
+        super().__init__(message)
+        self.field = field
+        self.index = index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps field and index when the error crosses a process boundary (pickle).
+        return (_invalid_input, (str(self), self.field, self.index))
+
+
+def _invalid_input(message: str, field: str | None, index: int | None) -> InvalidInput:
+    return InvalidInput(message, field=field, index=index)
 
 
 class NotFound(SlmError, KeyError):

@@ -42,6 +42,16 @@ def semantic_strength(cosine: float, low: float, high: float) -> float:
     return min(1.0, max(0.0, (cosine - low) / (high - low)))
 
 
+def background(total: float, count: int, cosine: float) -> float:
+    """The query's mean cosine to the other memories of the profile (leave-one-out)::
+
+        background = (sum of cosines over all N memories - cos(d)) / (N - 1)
+
+    where the sum is ``N * (query . mean vector)``; 0 when ``d`` is the only memory.
+    """
+    return (total - cosine) / (count - 1) if count > 1 else 0.0
+
+
 def lexical_coverage(
     query_terms: Iterable[str], doc_terms: set[str], term_idf: Mapping[str, float]
 ) -> float:
@@ -105,8 +115,11 @@ def entity_graph_boost(
         entity = entity_weight * shared / len(query_entities) if query_entities else 0.0
         links = adjacency.get(key, {})
         graph = max(
-            (lead * EDGE_WEIGHTS.get(links[leader], 0.0)
-             for leader, lead in leaders.items() if leader != key and leader in links),
+            (
+                lead * EDGE_WEIGHTS.get(links[leader], 0.0)
+                for leader, lead in leaders.items()
+                if leader != key and leader in links
+            ),
             default=0.0,
         )
         boosts[key] = entity + graph_weight * graph

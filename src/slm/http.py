@@ -16,7 +16,6 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
@@ -49,8 +48,6 @@ MAX_BODY_BYTES = 1024 * 1024
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"
 _MEMORY_ID = "^[0-9a-f]{16}$"
-# SQLite integers are signed 64-bit; a larger OFFSET would overflow in the driver.
-_MAX_OFFSET = 2**63 - 1
 
 
 # -- request and response shapes -----------------------------------------------------------
@@ -234,7 +231,9 @@ def _profile(
     ] = None,
 ) -> str:
     if header is not None and query is not None and header != query:
-        raise InvalidInput("profile: the X-SLM-Profile header and ?profile= disagree")
+        raise InvalidInput(
+            "profile: the X-SLM-Profile header and ?profile= disagree", field="profile"
+        )
     chosen: str = header or query or request.app.state.default_profile
     return validate.profile(chosen)
 
@@ -313,7 +312,7 @@ def _add_routes(app: FastAPI) -> None:
     def list_memories(
         memory: Mem,
         limit: Annotated[int, Query(ge=1, le=validate.MAX_LIST_LIMIT)] = 20,
-        offset: Annotated[int, Query(ge=0, le=_MAX_OFFSET)] = 0,
+        offset: Annotated[int, Query(ge=0, le=validate.MAX_OFFSET)] = 0,
         source: str | None = None,
         tag: Annotated[list[str], Query(description="Only memories with this tag.")] = [],  # noqa: B006
     ) -> JSONResponse:
@@ -348,24 +347,17 @@ def error_response(
 
 _UNAVAILABLE = (errors.StoreError, errors.EmbedderError, errors.ChannelUnavailable)
 _HTTP_KINDS = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
-_FIELD_WORDS = re.compile(r"[a-z_]+")
-_KNOWN_FIELDS = frozenset(
-    "content query profile id ids k limit offset confidence source tags metadata event_time "
-    "recorded_at after before now channels".split()
-)
-_FIELD_ALIASES = {"tag": "tags", "channel": "channels", "items": "memories"}
+#: Library argument names that a request calls otherwise.
+_FIELD_ALIASES = {"items": "memories"}
 
 
-def library_field(message: str) -> str | None:
-    """The request field a library message is about (the library names it in its message)."""
-    prefix = ""
-    if match := re.match(r"item (\d+): ", message):
-        prefix, message = f"memories[{match.group(1)}].", message[match.end() :]
-    for word in _FIELD_WORDS.findall(message):
-        word = _FIELD_ALIASES.get(word, word)
-        if word in _KNOWN_FIELDS or word == "memories":
-            return f"{prefix}{word}"
-    return prefix.rstrip(".") or None
+def library_field(exc: InvalidInput) -> str | None:
+    """The request field a library error is about: the argument it names, under
+    ``memories[i]`` when it is about one item of a batch."""
+    field = _FIELD_ALIASES.get(exc.field, exc.field) if exc.field else None
+    if exc.index is None:
+        return field
+    return f"memories[{exc.index}]" + (f".{field}" if field else "")
 
 
 def _loc_field(loc: tuple[Any, ...]) -> str:
@@ -395,7 +387,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def library_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SlmError)
         if isinstance(exc, InvalidInput):
-            return error_response(400, "invalid_input", str(exc), library_field(str(exc)))
+            return error_response(400, "invalid_input", str(exc), library_field(exc))
         if isinstance(exc, NotFound):
             return error_response(404, "not_found", str(exc))
         log.error("%s: %s", type(exc).__name__, exc)

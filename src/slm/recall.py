@@ -84,10 +84,17 @@ def run_channels(
 def weigh_evidence(
     store: Store, query: Query, keys: Sequence[int], settings: Settings
 ) -> dict[int, Evidence]:
-    """Semantic, lexical and temporal evidence for each candidate, on query-independent scales."""
+    """Semantic, lexical and temporal evidence for each candidate, on query-independent scales.
+
+    Semantic evidence is a margin: the candidate's cosine minus the query's average cosine to
+    the rest of the profile, so chatty stores (where everything is a bit similar to
+    everything) and terse ones (where nothing is) are held to the same standard.
+    """
     if not keys:
         return {}
     cosines = np.asarray(store.vectors(query.profile, keys) @ query.vector, dtype=np.float64)
+    mean, count = store.mean_vector(query.profile)
+    total = float(mean @ query.vector) * count
     in_window = _in_window(store, query, keys)
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines.tolist(), strict=True):
@@ -96,7 +103,12 @@ def weigh_evidence(
             cosine, settings.relevance_cos_low, settings.relevance_cos_high
         )
         temporal = key in in_window
-        primary = cosine >= settings.semantic_floor or lexical >= settings.lexical_floor or temporal
+        background = fusion.background(total, count, cosine)
+        primary = (
+            cosine - background >= settings.semantic_floor
+            or lexical >= settings.lexical_floor
+            or temporal
+        )
         score = fusion.relevance(semantic, lexical, 1.0 if temporal else 0.0)
         out[key] = Evidence(cosine, lexical, temporal, score, primary)
     return out

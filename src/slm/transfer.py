@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from slm.engine import Memory, MemoryInput
+from slm.engine import Memory
 from slm.errors import InvalidInput
 
 IMPORT_BATCH = 256
@@ -59,7 +59,7 @@ def check_jsonl(memory: Memory, path: str | Path) -> int:
                 try:
                     memory.validate_item(item)
                 except InvalidInput as exc:
-                    raise InvalidInput(f"line {number}: {exc}") from None
+                    raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
                 count += 1
         except UnicodeDecodeError:
             raise InvalidInput(f"{path} is not UTF-8 text") from None
@@ -92,7 +92,7 @@ def import_jsonl(
 
 def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
     before = memory.count()
-    memory.remember_many([MemoryInput(**item) for item in batch])
+    memory.remember_many(batch)
     return memory.count() - before
 
 

@@ -1,7 +1,8 @@
 """Checks applied at the library boundary; the adapters inherit them.
 
 Every check raises :class:`~slm.errors.InvalidInput` with a message that names the
-argument and the rule. The limits are part of the public contract (docs/limits.md).
+argument and the rule, and with ``field`` set to the argument's name. The limits are part
+of the public contract (docs/limits.md).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 from slm.errors import InvalidInput
@@ -19,32 +21,51 @@ from slm.errors import InvalidInput
 MAX_CONTENT_BYTES = 64 * 1024
 MAX_QUERY_BYTES = 4 * 1024
 MAX_METADATA_BYTES = 16 * 1024
+#: Objects and arrays nested inside each other, the metadata object itself included.
+MAX_METADATA_DEPTH = 32
 MAX_SOURCE_CHARS = 256
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
 MAX_K = 1000
 MAX_BATCH = 10_000
 MAX_LIST_LIMIT = 10_000
+#: The largest signed 64-bit integer, the most SQLite and PostgreSQL accept as an OFFSET.
+MAX_OFFSET = 2**63 - 1
 MAX_IDS_PER_CALL = 10_000
 PROFILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 _MIN_YEAR, _MAX_YEAR = 1, 9999
 
 
-def _clean_text(value: object, what: str, max_bytes: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be a string, not {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} contains a NUL character")
+def _show(value: object) -> str:
+    """A short, always printable rendering of a rejected value for a message."""
     try:
-        encoded = value.encode("utf-8")
+        text = repr(value)
+    except ValueError:  # an int too long to print (sys.get_int_max_str_digits)
+        return "a number too large to print"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _clean_text(value: object, what: str, max_bytes: int, field: str | None = None) -> str:
+    """Trimmed, NFC-normalised text of at most ``max_bytes`` UTF-8 bytes, both as given
+    and as returned (NFC can make a text longer)."""
+    field = field or what
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be a string, not {type(value).__name__}", field=field)
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL character", field=field)
+    try:
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode (lone surrogate)") from None
-    if len(encoded) > max_bytes:
-        raise InvalidInput(f"{what} is {len(encoded)} bytes; the limit is {max_bytes} bytes")
-    text = unicodedata.normalize("NFC", value).strip()
+        raise InvalidInput(f"{what} is not valid Unicode (lone surrogate)", field=field) from None
+    text = ""
+    if size <= max_bytes:
+        text = unicodedata.normalize("NFC", value).strip()
+        size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise InvalidInput(f"{what} is {size} bytes; the limit is {max_bytes} bytes", field=field)
     if not text:
-        raise InvalidInput(f"{what} is empty")
+        raise InvalidInput(f"{what} is empty", field=field)
     return text
 
 
@@ -60,84 +81,122 @@ def query(value: object) -> str:
 
 def profile(value: object) -> str:
     if not isinstance(value, str) or not PROFILE_PATTERN.fullmatch(value):
-        raise InvalidInput(f"profile must match [A-Za-z0-9_.-]{{1,64}}, got {value!r}")
+        raise InvalidInput(
+            f"profile must match [A-Za-z0-9_.-]{{1,64}}, got {_show(value)}", field="profile"
+        )
     return value
 
 
-def memory_id(value: object) -> str:
+def memory_id(value: object, field: str = "id") -> str:
     if not isinstance(value, str) or not _ID_PATTERN.fullmatch(value):
-        raise InvalidInput(f"memory id must be 16 lowercase hex characters, got {value!r:.80}")
+        raise InvalidInput(
+            f"memory id must be 16 lowercase hex characters, got {_show(value)}", field=field
+        )
     return value
 
 
-def memory_ids(values: Iterable[object]) -> list[str]:
+def memory_ids(values: object) -> list[str]:
+    """One id or an iterable of ids, deduplicated in order; at most ``MAX_IDS_PER_CALL``."""
     if isinstance(values, str):
         values = [values]
-    ids = [memory_id(v) for v in values]
+    if not isinstance(values, Iterable) or isinstance(values, bytes | Mapping):
+        raise InvalidInput("ids must be a memory id or a list of them", field="ids")
+    ids = [memory_id(v, "ids") for v in islice(values, MAX_IDS_PER_CALL + 1)]
     if len(ids) > MAX_IDS_PER_CALL:
-        raise InvalidInput(f"{len(ids)} ids in one call; the limit is {MAX_IDS_PER_CALL}")
+        raise InvalidInput(
+            f"more than {MAX_IDS_PER_CALL} ids in one call; the limit is {MAX_IDS_PER_CALL}",
+            field="ids",
+        )
     return list(dict.fromkeys(ids))
 
 
-def k(value: object) -> int:
+def _integer(value: object, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(f"k must be an integer, not {type(value).__name__}")
-    if not 1 <= value <= MAX_K:
-        raise InvalidInput(f"k must be in 1..{MAX_K}, got {value}")
+        raise InvalidInput(f"{name} must be an integer, not {type(value).__name__}", field=name)
+    if not low <= value <= high:
+        raise InvalidInput(f"{name} must be in {low}..{high}, got {_show(value)}", field=name)
     return value
 
 
+def k(value: object) -> int:
+    return _integer(value, "k", 1, MAX_K)
+
+
 def limit_offset(limit: object, offset: object) -> tuple[int, int]:
-    for name, value in (("limit", limit), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidInput(f"{name} must be an integer")
-    assert isinstance(limit, int) and isinstance(offset, int)
-    if not 1 <= limit <= MAX_LIST_LIMIT:
-        raise InvalidInput(f"limit must be in 1..{MAX_LIST_LIMIT}, got {limit}")
-    if offset < 0:
-        raise InvalidInput(f"offset must be >= 0, got {offset}")
-    return limit, offset
+    """``limit`` in 1..MAX_LIST_LIMIT and ``offset`` in 0..MAX_OFFSET."""
+    return _integer(limit, "limit", 1, MAX_LIST_LIMIT), _integer(offset, "offset", 0, MAX_OFFSET)
 
 
 def confidence(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidInput(f"confidence must be a number in 0..1, not {type(value).__name__}")
-    number = float(value)
+        raise InvalidInput(
+            f"confidence must be a number in 0..1, not {type(value).__name__}", field="confidence"
+        )
+    number = float(value) if isinstance(value, float) or abs(value) <= 1 else math.inf
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"confidence must be in 0..1, got {value}")
+        raise InvalidInput(f"confidence must be in 0..1, got {_show(value)}", field="confidence")
     return number
 
 
 def source(value: object) -> str | None:
     if value is None:
         return None
-    if not isinstance(value, str):
-        raise InvalidInput(f"source must be a string, not {type(value).__name__}")
     text = _clean_text(value, "source", MAX_SOURCE_CHARS * 4)
     if len(text) > MAX_SOURCE_CHARS:
-        raise InvalidInput(f"source is {len(text)} characters; the limit is {MAX_SOURCE_CHARS}")
+        raise InvalidInput(
+            f"source is {len(text)} characters; the limit is {MAX_SOURCE_CHARS}", field="source"
+        )
     return text
 
 
 def tags(values: object) -> tuple[str, ...]:
     if values is None:
         return ()
-    if isinstance(values, str) or not isinstance(values, Iterable):
-        raise InvalidInput("tags must be a list of strings")
-    cleaned: list[str] = []
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise InvalidInput("tags must be a list of strings", field="tags")
+    unique: dict[str, None] = {}
     for value in values:
-        tag = _clean_text(value, "tag", MAX_TAG_CHARS * 4)
+        tag = _clean_text(value, "tag", MAX_TAG_CHARS * 4, field="tags")
         if len(tag) > MAX_TAG_CHARS:
-            raise InvalidInput(f"tag {tag[:20]!r}... is longer than {MAX_TAG_CHARS} characters")
-        cleaned.append(tag)
-    unique = tuple(dict.fromkeys(cleaned))
-    if len(unique) > MAX_TAGS:
-        raise InvalidInput(f"{len(unique)} tags; the limit is {MAX_TAGS}")
-    return unique
+            raise InvalidInput(
+                f"tag {tag[:20]!r}... is longer than {MAX_TAG_CHARS} characters", field="tags"
+            )
+        unique[tag] = None
+        if len(unique) > MAX_TAGS:
+            raise InvalidInput(f"more than {MAX_TAGS} tags; the limit is {MAX_TAGS}", field="tags")
+    return tuple(unique)
+
+
+def _check_nesting(value: object) -> None:
+    """Reject metadata nested deeper than ``MAX_METADATA_DEPTH``, without recursion. More
+    values than ``MAX_METADATA_BYTES`` cannot serialise within the size limit, so the walk
+    stops there too (which also ends it on a structure that contains itself)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        seen += 1
+        if seen > MAX_METADATA_BYTES:
+            raise InvalidInput(
+                f"metadata is larger than {MAX_METADATA_BYTES} bytes once serialised",
+                field="metadata",
+            )
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidInput(
+                f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
+            )
+        stack.extend((child, depth + 1) for child in children)
 
 
 def metadata(value: object) -> dict[str, Any]:
-    """A JSON object (dict with string keys), at most 16 KiB once serialised."""
+    """A JSON object (dict with string keys), at most 16 KiB once serialised and nested at
+    most ``MAX_METADATA_DEPTH`` levels deep; a string is parsed as JSON first."""
     if value is None:
         return {}
     if isinstance(value, str):
@@ -145,19 +204,29 @@ def metadata(value: object) -> dict[str, Any]:
             value = json.loads(value)
         except json.JSONDecodeError as exc:
             raise InvalidInput(
-                f"metadata is not valid JSON: {exc.msg} at position {exc.pos}"
+                f"metadata is not valid JSON: {exc.msg} at position {exc.pos}", field="metadata"
             ) from None
+        except RecursionError:
+            raise InvalidInput(
+                f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels", field="metadata"
+            ) from None
+        except ValueError as exc:  # e.g. an integer literal with thousands of digits
+            raise InvalidInput(f"metadata is not valid JSON: {exc}", field="metadata") from None
     if not isinstance(value, Mapping):
-        raise InvalidInput(f"metadata must be a JSON object, not {type(value).__name__}")
+        raise InvalidInput(
+            f"metadata must be a JSON object, not {type(value).__name__}", field="metadata"
+        )
+    _check_nesting(value)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=True)
-        text.encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise InvalidInput(f"metadata is not JSON-serialisable: {exc}") from None
-    if "\x00" in text:
-        raise InvalidInput("metadata contains a NUL character")
-    if len(text.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise InvalidInput(f"metadata is larger than {MAX_METADATA_BYTES} bytes once serialised")
+        size = len(text.encode("utf-8"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"metadata is not JSON-serialisable: {exc}", field="metadata") from None
+    if size > MAX_METADATA_BYTES:
+        raise InvalidInput(
+            f"metadata is larger than {MAX_METADATA_BYTES} bytes once serialised",
+            field="metadata",
+        )
     parsed: dict[str, Any] = json.loads(text)
     return parsed
 
@@ -171,19 +240,23 @@ def timestamp(value: object, what: str = "event_time") -> datetime | None:
     elif isinstance(value, str):
         text = value.strip()
         if "\x00" in text or not text:
-            raise InvalidInput(f"{what} is not an ISO 8601 timestamp: {value!r:.80}")
+            raise InvalidInput(f"{what} is not an ISO 8601 timestamp: {_show(value)}", field=what)
         try:
             moment = datetime.fromisoformat(text)
         except ValueError:
-            raise InvalidInput(f"{what} is not an ISO 8601 timestamp: {value!r:.80}") from None
+            raise InvalidInput(
+                f"{what} is not an ISO 8601 timestamp: {_show(value)}", field=what
+            ) from None
     else:
-        raise InvalidInput(f"{what} must be an ISO 8601 string, not {type(value).__name__}")
+        raise InvalidInput(
+            f"{what} must be an ISO 8601 string, not {type(value).__name__}", field=what
+        )
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     try:
         moment = moment.astimezone(UTC)
     except (OverflowError, ValueError):
-        raise InvalidInput(f"{what} is out of range: {value!r:.80}") from None
+        raise InvalidInput(f"{what} is out of range: {_show(value)}", field=what) from None
     if not _MIN_YEAR <= moment.year <= _MAX_YEAR:
-        raise InvalidInput(f"{what} is out of range: {value!r:.80}")
+        raise InvalidInput(f"{what} is out of range: {_show(value)}", field=what)
     return moment

@@ -79,6 +79,8 @@ class HopfieldChannel:
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store
+        self._beta = settings.hopfield_beta
+        self._steps = settings.hopfield_steps
 
     def health(self) -> Health:
         patterns = np.eye(4, 8, dtype=np.float32)
@@ -93,11 +95,11 @@ class HopfieldChannel:
         keys = list(dict.fromkeys([key for key, _ in near] + self._prior_keys(query)))
         if not keys:
             return []
-        logits = energies(self._store.vectors(query.profile, keys), query.vector)
+        patterns = self._store.vectors(query.profile, keys)
+        logits = energies(patterns, query.vector, self._beta, self._steps)
         hits = ranked(list(zip(keys, logits.tolist(), strict=True)), k)
-        weights = softmax(logits)
-        by_key = dict(zip(keys, weights.tolist(), strict=True))
-        return [Hit(hit.key, hit.rank, by_key[hit.key]) for hit in hits]
+        weights = dict(zip(keys, softmax(logits).tolist(), strict=True))
+        return [Hit(hit.key, hit.rank, weights[hit.key]) for hit in hits]
 
     @staticmethod
     def _prior_keys(query: Query) -> list[int]:

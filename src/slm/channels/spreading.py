@@ -26,7 +26,7 @@ DECAY = 0.5
 HOPS = 2
 SEED_HITS = 10
 MIN_ACTIVATION = 0.01
-FRONTIER = 200
+FRONTIER = 64
 MEMBERS = 500
 
 
@@ -67,10 +67,13 @@ class SpreadingChannel:
         degree: dict[int, int] = {}
         memories, entities = self.seeds(query, degree)
         received: dict[int, float] = defaultdict(float, memories)
-        for _ in range(HOPS):
+        for hop in range(HOPS):
             if not memories and not entities:
                 break
-            next_memories, next_entities = self._hop(query.profile, memories, entities, degree)
+            last = hop == HOPS - 1
+            next_memories, next_entities = self._hop(
+                query.profile, memories, entities, degree, last
+            )
             for key, value in next_memories.items():
                 received[key] += value
             memories, entities = _top(next_memories, FRONTIER), _top(next_entities, FRONTIER)
@@ -87,14 +90,18 @@ class SpreadingChannel:
         memories: dict[int, float],
         entities: dict[int, float],
         degree_of: dict[int, int],
+        last: bool,
     ) -> tuple[dict[int, float], dict[int, float]]:
+        """One step of activation; on the ``last`` hop only memories matter (they are the
+        candidates), so memory-to-entity flow is not computed."""
         out_memories: dict[int, float] = defaultdict(float)
         out_entities: dict[int, float] = defaultdict(float)
         keys = list(memories)
         for key, edges in self._store.edges_from(profile, keys).items():
             for neighbour, _, weight in edges:
                 out_memories[neighbour] += DECAY * memories[key] * weight / len(edges)
-        for key, mentioned in self._store.memory_entities(profile, keys).items():
+        mentions = {} if last else self._store.memory_entities(profile, keys)
+        for key, mentioned in mentions.items():
             for entity, _, count in mentioned:
                 out_entities[entity] += DECAY * memories[key] / len(mentioned)
                 degree_of[entity] = count

@@ -100,6 +100,10 @@ class Store(Protocol):
         """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
         ``allowed`` and below ``below`` when given."""
 
+    def mean_vector(self, profile: str) -> tuple[Vector, int]:
+        """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is
+        the query's average cosine similarity to the profile, its background level."""
+
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         """Stored unit vectors for ``keys`` (rows in the same order)."""
 

@@ -200,10 +200,12 @@ class PostgresStore:
         if not fresh:
             return
         if not rederive:
+            vectors = [np.frombuffer(m.vector, dtype="<f4") for _, m in fresh]
             cur.executemany(
                 "INSERT INTO embeddings (key, profile, vector) VALUES (%s, %s, %s)",
-                [(key, profile, np.frombuffer(m.vector, dtype="<f4")) for key, m in fresh],
+                [(key, profile, v) for (key, _), v in zip(fresh, vectors, strict=True)],
             )
+            self._add_to_sum(cur, profile, np.sum(vectors, axis=0, dtype=np.float64), len(fresh))
         lexical.insert(cur, profile, fresh)
         graph.insert_graph(cur, profile, fresh)
 
@@ -221,13 +223,28 @@ class PostgresStore:
                 )
             keys = [key for key, _, _ in rows]
             cur.execute(
-                "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s)", (profile, keys)
+                "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s) RETURNING vector",
+                (profile, keys),
             )
+            gone = [row[0].to_numpy() for row in cur.fetchall()]
+            if gone:
+                self._add_to_sum(cur, profile, -np.sum(gone, axis=0, dtype=np.float64), -len(gone))
             cur.execute(
                 "DELETE FROM memories WHERE profile = %s AND key = ANY(%s)", (profile, keys)
             )
         removed = {id_ for _, id_, _ in rows}
         return [i for i in dict.fromkeys(ids) if i in removed]
+
+    def _add_to_sum(self, cur: Cursor[Any], profile: str, total: Any, count: int) -> None:
+        """Keep the profile's vector sum (for :meth:`mean_vector`) in the same transaction."""
+        cur.execute("SELECT n, total FROM vector_sums WHERE profile = %s FOR UPDATE", (profile,))
+        row = cur.fetchone()
+        n, old = (row[0], np.asarray(row[1], dtype=np.float64)) if row else (0, 0.0)
+        cur.execute(
+            "INSERT INTO vector_sums (profile, n, total) VALUES (%s, %s, %s) "
+            "ON CONFLICT (profile) DO UPDATE SET n = excluded.n, total = excluded.total",
+            (profile, n + count, (old + total).tolist()),
+        )
 
     def _delete_derived(
         self,
@@ -479,6 +496,13 @@ class PostgresStore:
         size = int(row[0]) if row else 0
         self._sizes[profile] = (now, size)
         return size
+
+    def mean_vector(self, profile: str) -> tuple[Vector, int]:
+        rows = self._rows("SELECT n, total FROM vector_sums WHERE profile = %s", (profile,))
+        if not rows or not rows[0][0]:
+            return np.zeros(self.dim, dtype=np.float32), 0
+        n, total = rows[0]
+        return (np.asarray(total, dtype=np.float64) / n).astype(np.float32), int(n)
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         rows = self._rows(

@@ -100,6 +100,15 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX edges_dst ON edges (dst);
     """,
+    """
+    CREATE TABLE vector_sums (
+        profile text PRIMARY KEY, n bigint NOT NULL, total double precision[] NOT NULL
+    );
+    INSERT INTO vector_sums (profile, n, total)
+        SELECT profile, count(*), avg(vector)::real[]::double precision[]
+        FROM embeddings GROUP BY profile;
+    UPDATE vector_sums s SET total = ARRAY(SELECT x * s.n FROM unnest(s.total) AS x);
+    """,
 )
 
 

@@ -7,7 +7,8 @@ new rows are found by their monotonically increasing key, removed ones through t
 ``forgotten`` log, and other processes' commits through ``PRAGMA data_version``.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
-``remember`` returns, even across a power cut.
+``remember`` returns, even across a power cut. Concurrency: writers in other processes
+are waited for with jittered retries (:mod:`slm.store.sqlite_conn`).
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -29,11 +28,13 @@ from slm.errors import StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import sqlite_graph as graph
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
+from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_schema import MIGRATIONS
 from slm.store.vectors import VectorIndex
 
 _MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
 _CHUNK = 500
+T = TypeVar("T")
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
@@ -79,63 +80,51 @@ class SQLiteStore:
         self.dim = dim
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-            )
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
+            self._conn = Connection(self.path)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
-        self._lock = threading.RLock()
+        try:
+            self._migrate()
+            self._data_version = self._pragma_data_version()
+        except BaseException:
+            self._conn.close()
+            raise
+        self._lock = self._conn.lock
         self._indexes: dict[str, _IndexState] = {}
-        self._data_version = self._pragma_data_version()
+
+    @property
+    def busy_retries(self) -> int:
+        """How many times this store found the file busy and retried (see sqlite_conn)."""
+        return self._conn.retries
 
     # -- plumbing ---------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version >= len(MIGRATIONS):
+        if self._conn.rows("PRAGMA user_version")[0][0] >= len(MIGRATIONS):
             return
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+
+        def apply(db: sqlite3.Connection) -> None:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
             for number in range(version, len(MIGRATIONS)):
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
-                        self._db.execute(statement)
-                self._db.execute(f"PRAGMA user_version={number + 1}")
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version={number + 1}")
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-                for state in self._indexes.values():
-                    state.dirty = True
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        self._conn.write(apply)
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one write transaction (retried whole while the file is busy)."""
+        result = self._conn.write(work)
+        for state in self._indexes.values():
+            state.dirty = True
+        return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._lock:
-            try:
-                return self._db.execute(sql, params).fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"read failed on {self.path}: {exc}") from exc
+        return self._conn.rows(sql, params)
 
     def _pragma_data_version(self) -> int:
-        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        return int(self._read("PRAGMA data_version")[0][0])
 
     # -- writes -----------------------------------------------------------------------
 
@@ -151,8 +140,8 @@ class SQLiteStore:
         return found
 
     def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
-        results: list[Stored] = []
-        with self._write() as db:
+        def work(db: sqlite3.Connection) -> list[Stored]:
+            results: list[Stored] = []
             known: dict[str, tuple[str, int]] = {}
             for chunk in _chunks(list(dict.fromkeys(i.content_hash for i in items))):
                 rows = db.execute(
@@ -173,7 +162,9 @@ class SQLiteStore:
                 fresh.append((key, item))
                 results.append(Stored(id_, key, created=True))
             self._insert_derived(db, profile, fresh)
-        return results
+            return results
+
+        return self._write(work)
 
     def _new_id(self, db: sqlite3.Connection, wanted: str | None) -> str:
         candidate = wanted or secrets.token_hex(8)
@@ -247,8 +238,8 @@ class SQLiteStore:
         graph.insert_graph(db, profile, fresh)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
-        removed: list[str] = []
-        with self._write() as db:
+        def work(db: sqlite3.Connection) -> list[str]:
+            removed: list[str] = []
             for chunk in _chunks(list(ids)):
                 rows = db.execute(
                     f"SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d USING (key) "
@@ -258,7 +249,9 @@ class SQLiteStore:
                 for key, id_, terms in rows:
                     self._delete_one(db, profile, key, terms.split() if terms is not None else None)
                     removed.append(id_)
-        return removed
+            return removed
+
+        return self._write(work)
 
     def _delete_one(
         self, db: sqlite3.Connection, profile: str, key: int, terms: list[str] | None
@@ -302,28 +295,29 @@ class SQLiteStore:
         """Replace the lexical and graph rows of stored memories (``slm reindex``) in one
         transaction. Embeddings and tags are kept: they never need recomputing.
         """
-        with self._write() as db:
+
+        def work(db: sqlite3.Connection) -> None:
             for key, _ in items:
                 row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
                 self._delete_derived(db, profile, key, row[0].split() if row else None, False)
             self._insert_derived(db, profile, list(items), rederive=True)
 
+        self._write(work)
+
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
         column = "useful" if useful else "not_useful"
-        with self._write() as db:
-            db.execute(
-                f"INSERT INTO source_feedback (profile, source, {column}) VALUES (?, ?, 1) "
-                f"ON CONFLICT (profile, source) DO UPDATE SET {column} = {column} + 1",
-                (profile, source),
-            )
+        sql = (
+            f"INSERT INTO source_feedback (profile, source, {column}) VALUES (?, ?, 1) "
+            f"ON CONFLICT (profile, source) DO UPDATE SET {column} = {column} + 1"
+        )
+        self._write(lambda db: db.execute(sql, (profile, source)))
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._write() as db:
-            db.execute(
-                "INSERT INTO meta (key, value) VALUES (?, ?) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
+        sql = (
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+        )
+        self._write(lambda db: db.execute(sql, (key, value)))
 
     # -- reads ------------------------------------------------------------------------
 
@@ -458,32 +452,27 @@ class SQLiteStore:
     def find_entities(
         self, profile: str, names: Sequence[str]
     ) -> dict[str, list[tuple[int, str, int]]]:
-        with self._lock:
-            return graph.find_entities(self._db, profile, names)
+        return self._conn.read(lambda db: graph.find_entities(db, profile, names))
 
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
     ) -> dict[int, list[int]]:
-        with self._lock:
-            return graph.entity_members(self._db, entities, limit)
+        return self._conn.read(lambda db: graph.entity_members(db, profile, entities, limit))
 
     def memory_entities(
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, str, int]]]:
-        with self._lock:
-            return graph.memory_entities(self._db, keys)
+        return self._conn.read(lambda db: graph.memory_entities(db, profile, keys))
 
     def edges_from(
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, str, float]]]:
-        with self._lock:
-            return graph.edges_from(self._db, keys)
+        return self._conn.read(lambda db: graph.edges_from(db, profile, keys))
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int
     ) -> dict[int, tuple[int, int]]:
-        with self._lock:
-            return graph.time_overlaps(self._db, profile, start, end, limit)
+        return self._conn.read(lambda db: graph.time_overlaps(db, profile, start, end, limit))
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
@@ -499,8 +488,7 @@ class SQLiteStore:
     def referenced_times(
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, int]]]:
-        with self._lock:
-            return graph.referenced_times(self._db, keys)
+        return self._conn.read(lambda db: graph.referenced_times(db, profile, keys))
 
     # -- vectors ----------------------------------------------------------------------
 
@@ -514,6 +502,11 @@ class SQLiteStore:
     ) -> list[tuple[int, float]]:
         with self._lock:
             return self._index(profile).search(query, k, allowed, below)
+
+    def mean_vector(self, profile: str) -> tuple[Vector, int]:
+        with self._lock:
+            index = self._index(profile)
+            return index.mean(), len(index)
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         if profile in self._indexes:
@@ -548,19 +541,18 @@ class SQLiteStore:
         return state.index
 
     def _catch_up(self, profile: str, state: _IndexState) -> None:
-        self._db.execute("BEGIN")
-        try:
-            rows = self._db.execute(
+        def changes(db: sqlite3.Connection) -> tuple[list[Any], list[Any], int]:
+            rows = db.execute(
                 "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? ORDER BY key",
                 (profile, state.max_key),
             ).fetchall()
-            gone = self._db.execute(
+            gone = db.execute(
                 "SELECT seq, key FROM forgotten WHERE profile = ? AND seq > ? ORDER BY seq",
                 (profile, state.forgotten_seq),
             ).fetchall()
-            self._data_version = self._pragma_data_version()
-        finally:
-            self._db.execute("COMMIT")
+            return rows, gone, int(db.execute("PRAGMA data_version").fetchone()[0])
+
+        rows, gone, self._data_version = self._conn.snapshot(changes)
         if gone:
             state.index.remove(key for _, key in gone)
             state.forgotten_seq = gone[-1][0]
@@ -581,6 +573,8 @@ class SQLiteStore:
                 "location": self.location,
                 "healthy": True,
                 "journal_mode": mode,
+                "synchronous": "full",
+                "busy_retries": self.busy_retries,
                 "reason": None,
             }
         except StoreError as exc:
@@ -591,6 +585,13 @@ class SQLiteStore:
                 "reason": str(exc),
             }
 
+    def backup(self, target: Path) -> int:
+        """Copy the whole store (every profile) into the new file ``target`` while it stays
+        in use; return how many memories the copy holds (see :meth:`Connection.backup`)."""
+        try:
+            return self._conn.backup(target)
+        except OSError as exc:
+            raise StoreError(f"cannot back up {self.path} to {target}: {exc}") from exc
+
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        self._conn.close()

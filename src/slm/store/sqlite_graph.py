@@ -143,21 +143,22 @@ def find_entities(
 
 
 def entity_members(
-    db: sqlite3.Connection, entities: Sequence[int], limit: int
+    db: sqlite3.Connection, profile: str, entities: Sequence[int], limit: int
 ) -> dict[int, list[int]]:
     """Memories mentioning each entity (at most ``limit`` each, newest first)."""
     out: dict[int, list[int]] = {}
     for entity in entities:
         rows = db.execute(
-            "SELECT key FROM mentions WHERE entity = ? ORDER BY key DESC LIMIT ?",
-            (entity, limit),
+            "SELECT m.key FROM mentions m JOIN entities e ON e.id = m.entity "
+            "WHERE m.entity = ? AND e.profile = ? ORDER BY m.key DESC LIMIT ?",
+            (entity, profile, limit),
         ).fetchall()
         out[entity] = [r[0] for r in rows]
     return out
 
 
 def memory_entities(
-    db: sqlite3.Connection, keys: Sequence[int]
+    db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, str, int]]]:
     """Entities each memory mentions, as (id, name, mention count)."""
     out: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
@@ -165,8 +166,8 @@ def memory_entities(
         chunk = list(keys[start : start + _CHUNK])
         rows = db.execute(
             f"SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
-            f"ON e.id = m.entity WHERE m.key IN ({_marks(len(chunk))})",
-            chunk,
+            f"ON e.id = m.entity WHERE e.profile = ? AND m.key IN ({_marks(len(chunk))})",
+            [profile, *chunk],
         ).fetchall()
         for key, entity, name, count in rows:
             out[key].append((entity, name, count))
@@ -174,15 +175,16 @@ def memory_entities(
 
 
 def edges_from(
-    db: sqlite3.Connection, keys: Sequence[int]
+    db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, str, float]]]:
     """Outgoing memory-memory edges as (neighbour, kind, weight)."""
     out: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
     for start in range(0, len(keys), _CHUNK):
         chunk = list(keys[start : start + _CHUNK])
         rows = db.execute(
-            f"SELECT src, dst, kind, weight FROM edges WHERE src IN ({_marks(len(chunk))})",
-            chunk,
+            f"SELECT src, dst, kind, weight FROM edges WHERE profile = ? "
+            f"AND src IN ({_marks(len(chunk))})",
+            [profile, *chunk],
         ).fetchall()
         for src, dst, kind, weight in rows:
             out[src].append((dst, kind, weight))
@@ -215,14 +217,15 @@ def time_overlaps(
 
 
 def referenced_times(
-    db: sqlite3.Connection, keys: Sequence[int]
+    db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, int]]]:
     out: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for start in range(0, len(keys), _CHUNK):
         chunk = list(keys[start : start + _CHUNK])
         rows = db.execute(
-            f"SELECT key, start_us, end_us FROM memory_times WHERE key IN ({_marks(len(chunk))})",
-            chunk,
+            f"SELECT key, start_us, end_us FROM memory_times WHERE profile = ? "
+            f"AND key IN ({_marks(len(chunk))})",
+            [profile, *chunk],
         ).fetchall()
         for key, span_start, span_end in rows:
             out[key].append((span_start, span_end))

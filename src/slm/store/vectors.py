@@ -23,6 +23,7 @@ class VectorIndex:
         self._keys: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._size = 0
         self._row: dict[int, int] = {}
+        self._sum = np.zeros(dim, dtype=np.float64)
 
     def __len__(self) -> int:
         return self._size
@@ -41,10 +42,17 @@ class VectorIndex:
             self._matrix, self._keys = matrix, key_arr
         rows = slice(self._size, needed)
         self._matrix[rows] = vectors[fresh]
+        self._sum += vectors[fresh].sum(axis=0, dtype=np.float64)
         self._keys[rows] = [keys[i] for i in fresh]
         for offset, i in enumerate(fresh):
             self._row[keys[i]] = self._size + offset
         self._size = needed
+
+    def mean(self) -> Matrix:
+        """The mean of the stored vectors (zeros when empty)."""
+        if self._size == 0:
+            return np.zeros(self.dim, dtype=np.float32)
+        return (self._sum / self._size).astype(np.float32)
 
     def get(self, keys: list[int]) -> Matrix | None:
         """Vectors of ``keys`` in order, or None when any key is not in the index."""
@@ -59,6 +67,7 @@ class VectorIndex:
             row = self._row.pop(key, None)
             if row is None:
                 continue
+            self._sum -= self._matrix[row]
             last = self._size - 1
             if row != last:
                 moved = int(self._keys[last])
