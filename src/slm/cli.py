@@ -516,9 +516,11 @@ def serve(obj: Context, host: str, port: int) -> None:
     """Serve the REST API; a non-loopback --host needs SLM_API_TOKEN."""
     from slm.http import serve as serve_http
 
-    path = Path(obj.db).expanduser() if obj.db else default_db_path()
+    path = None if obj.dsn else Path(obj.db).expanduser() if obj.db else default_db_path()
     token = os.environ.get("SLM_API_TOKEN")
-    serve_http(host=host, port=port, path=path, default_profile=obj.profile, token=token)
+    serve_http(
+        host=host, port=port, path=path, dsn=obj.dsn, default_profile=obj.profile, token=token
+    )
 
 
 from slm.bench.cli import bench  # noqa: E402  (registered after the commands above)

@@ -169,8 +169,10 @@ class Profiles:
     and one evicted while a request still uses it is closed when that request ends.
     """
 
-    def __init__(self, path: Path, settings: Settings, limit: int = 32) -> None:
-        self.path, self.settings, self.limit = path, settings, limit
+    def __init__(
+        self, path: Path | None, settings: Settings, limit: int = 32, dsn: str | None = None
+    ) -> None:
+        self.path, self.settings, self.limit, self.dsn = path, settings, limit, dsn
         self._lock = threading.Lock()
         self._open: OrderedDict[str, Memory] = OrderedDict()
         self._users: dict[int, int] = {}
@@ -189,7 +191,11 @@ class Profiles:
             memory = self._open.get(profile)
             if memory is None:
                 memory = Memory(
-                    self.path, profile=profile, settings=self.settings, embedder=self._embedder
+                    self.path,
+                    dsn=self.dsn,
+                    profile=profile,
+                    settings=self.settings,
+                    embedder=self._embedder,
                 )
                 self._embedder = memory.embedder  # loading the model once is enough
                 self._open[profile] = memory
@@ -251,16 +257,18 @@ Mem = Annotated[Memory, Depends(_memory)]
 
 
 def create_app(
-    path: Path,
+    path: Path | None,
     *,
+    dsn: str | None = None,
     settings: Settings | None = None,
     default_profile: str = "default",
     token: str | None = None,
     loopback_only: bool = True,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> ASGIApp:
-    """The ASGI app over the SQLite store at ``path``; close it by shutting the app down."""
-    profiles = Profiles(path, settings if settings is not None else Settings.from_env())
+    """The ASGI app over the SQLite store at ``path`` (or the PostgreSQL store at ``dsn``);
+    close it by shutting the app down."""
+    profiles = Profiles(path, settings if settings is not None else Settings.from_env(), dsn=dsn)
     with profiles.lease(validate.profile(default_profile)):
         pass  # a store or model that cannot open fails here, before the server listens
 
@@ -515,7 +523,8 @@ def serve(
     *,
     host: str,
     port: int,
-    path: Path,
+    path: Path | None,
+    dsn: str | None = None,
     default_profile: str = "default",
     token: str | None = None,
     log_level: Literal["warning", "info", "debug"] = "info",
@@ -527,7 +536,9 @@ def serve(
             f"refusing to serve on {host} without a token: set SLM_API_TOKEN "
             "(clients then send 'Authorization: Bearer <token>') or bind 127.0.0.1"
         )
-    app = create_app(path, default_profile=default_profile, token=token, loopback_only=not token)
+    app = create_app(
+        path, dsn=dsn, default_profile=default_profile, token=token, loopback_only=not token
+    )
     uvicorn.run(
         app, host=host, port=port, log_level=log_level, access_log=False, server_header=False
     )

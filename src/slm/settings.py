@@ -20,7 +20,7 @@ ALL_CHANNELS: tuple[str, ...] = ("semantic", "bm25", "temporal", "hopfield", "sp
 
 #: Fusion weight of each channel in weighted reciprocal-rank fusion.
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {"semantic": 0.7, "bm25": 1.0, "temporal": 0.7, "hopfield": 0.15, "spreading": 0.5}
+    {"semantic": 0.2, "bm25": 1.0, "temporal": 0.7, "hopfield": 0.2, "spreading": 0.5}
 )
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "fake")
