@@ -70,7 +70,7 @@ _CONVERSATION: tuple[tuple[str, str, str], ...] = (
 )
 
 QUESTIONS: tuple[str, ...] = (
-    "Where is Maya's new flat?",
+    "Where does Maya live now?",
     "What does the cat eat?",
     "When does Sam start his new job and what will he work on?",
     "Whose wedding is coming up, and where is it?",

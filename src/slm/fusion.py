@@ -42,14 +42,24 @@ def semantic_strength(cosine: float, low: float, high: float) -> float:
     return min(1.0, max(0.0, (cosine - low) / (high - low)))
 
 
+#: Prior for the background similarity: a profile of a few memories is a noisy estimate of
+#: it, so it is pulled toward 0 as if BACKGROUND_PRIOR_WEIGHT unrelated memories were added.
+BACKGROUND_PRIOR = 0.0
+BACKGROUND_PRIOR_WEIGHT = 20
+
+
 def background(total: float, count: int, cosine: float) -> float:
-    """The query's mean cosine to the other memories of the profile (leave-one-out)::
+    """The query's mean cosine to the other memories of the profile (leave-one-out), shrunk
+    toward a prior for small profiles, where a few memories are a noisy estimate::
 
-        background = (sum of cosines over all N memories - cos(d)) / (N - 1)
+        background = (total - cos(d)) / (N - 1 + 20)
 
-    where the sum is ``N * (query . mean vector)``; 0 when ``d`` is the only memory.
+    ``total`` is the sum of cosines over all N memories, ``N * (query . mean vector)``.
     """
-    return (total - cosine) / (count - 1) if count > 1 else 0.0
+    others = max(count - 1, 0)
+    rest = total - cosine if others else 0.0
+    prior = BACKGROUND_PRIOR_WEIGHT * BACKGROUND_PRIOR
+    return (rest + prior) / (others + BACKGROUND_PRIOR_WEIGHT)
 
 
 def lexical_coverage(
