@@ -41,10 +41,6 @@ class Lexicon:
         """Keys of the memories containing each term."""
         return {t: frozenset(p.keys.tolist()) for t, p in self.postings.items()}
 
-    def coverage(self, key: int) -> float:
-        """IDF-weighted share of the query's terms that memory ``key`` contains."""
-        total = sum(self.idf.values())
-        if total <= 0:
-            return 0.0
-        found = sum(w for t, w in self.idf.items() if key in self.containing.get(t, ()))
-        return found / total
+    def terms_in(self, key: int) -> set[str]:
+        """The query's terms that memory ``key`` contains."""
+        return {t for t in self.terms if key in self.containing.get(t, ())}

@@ -98,7 +98,11 @@ def weigh_evidence(
     in_window = _in_window(store, query, keys)
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines.tolist(), strict=True):
-        lexical = query.lexicon.coverage(key) if query.lexicon is not None else 0.0
+        lexical = (
+            fusion.lexical_coverage(query.terms, query.lexicon.terms_in(key), query.lexicon.idf)
+            if query.lexicon is not None
+            else 0.0
+        )
         semantic = fusion.semantic_strength(
             cosine, settings.relevance_cos_low, settings.relevance_cos_high
         )

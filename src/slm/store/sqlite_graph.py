@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 from slm.models import NewMemory, to_micros
 
@@ -161,34 +162,25 @@ def memory_entities(
     db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, str, int]]]:
     """Entities each memory mentions, as (id, name, mention count)."""
-    out: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
-    for start in range(0, len(keys), _CHUNK):
-        chunk = list(keys[start : start + _CHUNK])
-        rows = db.execute(
-            f"SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
-            f"ON e.id = m.entity WHERE e.profile = ? AND m.key IN ({_marks(len(chunk))})",
-            [profile, *chunk],
-        ).fetchall()
-        for key, entity, name, count in rows:
-            out[key].append((entity, name, count))
-    return dict(out)
+    return _grouped(
+        db,
+        "SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
+        "ON e.id = m.entity WHERE e.profile = ? AND m.key IN ({marks})",
+        profile,
+        keys,
+    )
 
 
 def edges_from(
     db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, str, float]]]:
     """Outgoing memory-memory edges as (neighbour, kind, weight)."""
-    out: dict[int, list[tuple[int, str, float]]] = defaultdict(list)
-    for start in range(0, len(keys), _CHUNK):
-        chunk = list(keys[start : start + _CHUNK])
-        rows = db.execute(
-            f"SELECT src, dst, kind, weight FROM edges WHERE profile = ? "
-            f"AND src IN ({_marks(len(chunk))})",
-            [profile, *chunk],
-        ).fetchall()
-        for src, dst, kind, weight in rows:
-            out[src].append((dst, kind, weight))
-    return dict(out)
+    return _grouped(
+        db,
+        "SELECT src, dst, kind, weight FROM edges WHERE profile = ? AND src IN ({marks})",
+        profile,
+        keys,
+    )
 
 
 def time_overlaps(
@@ -219,14 +211,23 @@ def time_overlaps(
 def referenced_times(
     db: sqlite3.Connection, profile: str, keys: Sequence[int]
 ) -> dict[int, list[tuple[int, int]]]:
-    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    """Dates each memory's text refers to, as (start, end) microseconds."""
+    return _grouped(
+        db,
+        "SELECT key, start_us, end_us FROM memory_times WHERE profile = ? AND key IN ({marks})",
+        profile,
+        keys,
+    )
+
+
+def _grouped(
+    db: sqlite3.Connection, sql: str, profile: str, keys: Sequence[int]
+) -> dict[int, list[Any]]:
+    """Rows of ``sql`` (its ``{marks}`` filled with one placeholder per key, in chunks that
+    stay under SQLite's parameter limit), grouped by their first column, the rest as tuples."""
+    out: dict[int, list[Any]] = defaultdict(list)
     for start in range(0, len(keys), _CHUNK):
         chunk = list(keys[start : start + _CHUNK])
-        rows = db.execute(
-            f"SELECT key, start_us, end_us FROM memory_times WHERE profile = ? "
-            f"AND key IN ({_marks(len(chunk))})",
-            [profile, *chunk],
-        ).fetchall()
-        for key, span_start, span_end in rows:
-            out[key].append((span_start, span_end))
+        for key, *rest in db.execute(sql.format(marks=_marks(len(chunk))), [profile, *chunk]):
+            out[key].append(tuple(rest))
     return dict(out)
