@@ -112,7 +112,7 @@ def test_forget_removes_from_every_index(memory: Memory) -> None:
         memory.get(gone.id)
     assert gone.id not in memory.recall("yellow bananas soft").ids
     store = memory.store
-    assert "banana" not in store.postings(memory.profile, ["banana"])
+    assert "banana" not in store.postings(memory.profile, ["banana"], 100)
     assert store.lexical_stats(memory.profile, ["banana"]).df == {}
     assert store.lexical_stats(memory.profile, []).n_docs == 1
     assert not store.vectors(memory.profile, [gone.key]).any()

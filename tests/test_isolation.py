@@ -167,8 +167,8 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         assert store.get(me, [r.id for r in theirs]) == []
         assert store.get_by_keys(me, keys) == {}
         assert store.existing(me, [content_hash(t) for t in CORPUS]) == {}
-        assert set(store.postings(me, ["lake", "caroline", "painting"])) == {"lake"}
-        assert store.postings(me, ["lake"])["lake"].keys.tolist() == [mine.key]
+        assert set(store.postings(me, ["lake", "caroline", "painting"], 100)) == {"lake"}
+        assert store.postings(me, ["lake"], 100)["lake"].keys.tolist() == [mine.key]
         assert store.lexical_stats(me, ["lake", "caroline"]).n_docs == 1
         assert store.find_entities(me, ["caroline", "melanie"]) == {}
         assert store.entity_members(me, entity_ids, 100) in ({}, {e: [] for e in entity_ids})

@@ -81,7 +81,7 @@ def snapshot(location: str, profile: str) -> dict[str, Any]:
         keys = [r.key for r in records]
         id_of = {r.key: r.id for r in records}
         words = sorted({t for r in records for t in text_terms(r.content)})
-        postings = store.postings(profile, words)
+        postings = store.postings(profile, words, 10_000)
         mentions = store.memory_entities(profile, keys)
         edges = store.edges_from(profile, keys)
         return {

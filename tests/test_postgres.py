@@ -94,8 +94,8 @@ def test_no_query_crosses_profiles(postgres_dsn: str) -> None:
         assert store.get("default", [r.id for r in theirs]) == []
         assert store.get_by_keys("default", keys) == {}
         assert store.existing("default", [content_hash(t) for t in CORPUS]) == {}
-        assert set(store.postings("default", terms)) == {"lake"}
-        assert store.postings("default", ["lake"])["lake"].keys.tolist() == [mine.key]
+        assert set(store.postings("default", terms, 100)) == {"lake"}
+        assert store.postings("default", ["lake"], 100)["lake"].keys.tolist() == [mine.key]
         assert store.lexical_stats("default", terms).n_docs == 1
         assert store.find_entities("default", ["caroline", "melanie"]) == {}
         assert store.entity_members("default", entity_ids, 100) == {e: [] for e in entity_ids}

@@ -162,10 +162,17 @@ class Memory:
         item = MemoryInput(content, event_time, source, confidence, metadata, tags)
         return self.remember_many([item])[0]
 
-    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[MemoryRecord]:
+    def remember_many(
+        self,
+        items: Iterable[MemoryInput | Mapping[str, Any]],
+        *,
+        vectors: Matrix | None = None,
+    ) -> list[MemoryRecord]:
         """Store a batch in one transaction with batched embedding; one record per item.
 
         The whole batch is validated first: one bad item rejects the batch and stores nothing.
+        ``vectors`` (one row per item, from the same model as this store's embedder) skips
+        the embedding step: for bulk loads whose embeddings were computed elsewhere.
         """
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise InvalidInput("items must be a list of memories", field="items")
@@ -179,16 +186,21 @@ class Memory:
         now = datetime.now(UTC)
         numbered = len(batch) > 1
         checked = [self._check_item(i, item, now, numbered) for i, item in enumerate(batch)]
+        given = validate.vectors(vectors, len(batch), self.embedder.dim)
         known = self.store.existing(self.profile, [c.content_hash for c in checked])
-        pending: dict[str, NewMemory] = {}
-        for c in checked:
+        pending: dict[str, tuple[NewMemory, int]] = {}
+        for row, c in enumerate(checked):
             if c.content_hash not in known:
-                pending.setdefault(c.content_hash, c)
-        vectors = self.embedder.embed_batch([c.content for c in pending.values()])
-        links = semantic_links(self.store, self.profile, vectors)
+                pending.setdefault(c.content_hash, (c, row))
+        fresh = [c for c, _ in pending.values()]
+        if given is None:
+            embedded = self.embedder.embed_batch([c.content for c in fresh])
+        else:
+            embedded = given[[row for _, row in pending.values()]]
+        links = semantic_links(self.store, self.profile, embedded)
         new_items = [
             _with_derived(c, v, stored, batch)
-            for c, v, (stored, batch) in zip(pending.values(), vectors, links, strict=True)
+            for c, v, (stored, batch) in zip(fresh, embedded, links, strict=True)
         ]
         ids = dict(known)
         if new_items:
@@ -259,6 +271,7 @@ class Memory:
     def reindex(self, batch: int = 500) -> int:
         """Rebuild every derived index of the profile (lexical, entities, dates, graph) from
         the stored memories and their stored embeddings; returns how many were reindexed."""
+        self.store.rebuild_vectors(self.profile)
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
             vectors = self.store.vectors(self.profile, [r.key for r in records])

@@ -1,14 +1,24 @@
 """Query-time view of the lexical index: the postings and statistics of one query's terms,
 read from the store at most once per recall and shared by the BM25 channel and the
-evidence check."""
+evidence check.
+
+Postings are read in impact order and cut at :data:`POSTINGS_PER_TERM` per term, so a
+common word costs the same at a million memories as at a thousand. A term whose postings
+were cut is *truncated*: documents beyond the cut can still be found through the query's
+other terms, and the BM25 channel rescores its best candidates exactly from their stored
+terms (:meth:`Lexicon.terms_of`).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 
 from slm.store import LexicalStats, Postings, Store
+
+#: At most this many postings (the highest-impact ones) are read per query term.
+POSTINGS_PER_TERM = 1000
 
 
 def idf(n_docs: int, df: int) -> float:
@@ -22,6 +32,7 @@ class Lexicon:
         self._store = store
         self._profile = profile
         self.terms = tuple(terms)
+        self._docs: dict[int, tuple[str, ...]] = {}
 
     @cached_property
     def stats(self) -> LexicalStats:
@@ -29,7 +40,9 @@ class Lexicon:
 
     @cached_property
     def postings(self) -> Mapping[str, Postings]:
-        return self._store.postings(self._profile, self.terms) if self.terms else {}
+        if not self.terms:
+            return {}
+        return self._store.postings(self._profile, self.terms, POSTINGS_PER_TERM)
 
     @cached_property
     def idf(self) -> Mapping[str, float]:
@@ -37,10 +50,22 @@ class Lexicon:
         return {t: idf(stats.n_docs, stats.df.get(t, 0)) for t in self.terms}
 
     @cached_property
-    def containing(self) -> Mapping[str, frozenset[int]]:
-        """Keys of the memories containing each term."""
-        return {t: frozenset(p.keys.tolist()) for t, p in self.postings.items()}
+    def truncated(self) -> frozenset[str]:
+        """Terms with more postings than were read."""
+        df = self.stats.df
+        return frozenset(t for t, p in self.postings.items() if df.get(t, 0) > len(p.keys))
+
+    def terms_of(self, keys: Iterable[int]) -> Mapping[int, tuple[str, ...]]:
+        """The stored terms of each memory (read once per key per query)."""
+        missing = [key for key in dict.fromkeys(keys) if key not in self._docs]
+        if missing and self.terms:
+            found = self._store.doc_terms(self._profile, missing)
+            for key in missing:
+                self._docs[key] = tuple(found.get(key, ()))
+        return self._docs
 
     def terms_in(self, key: int) -> set[str]:
         """The query's terms that memory ``key`` contains."""
-        return {t for t in self.terms if key in self.containing.get(t, ())}
+        if not self.terms:
+            return set()
+        return set(self.terms).intersection(self.terms_of([key])[key])

@@ -96,6 +96,8 @@ def weigh_evidence(
     mean, count = store.mean_vector(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(store, query, keys)
+    if query.lexicon is not None:
+        query.lexicon.terms_of(keys)  # one read for every candidate
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines.tolist(), strict=True):
         lexical = (

@@ -1,9 +1,11 @@
-"""``slm bench``: the benchmark commands (a thin layer over ``slm.bench.locomo``)."""
+"""``slm bench``: the benchmark commands (thin layers over ``slm.bench.locomo`` and
+``slm.bench.scale``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -69,3 +71,109 @@ def locomo(
         click.echo(json.dumps(report, indent=2))
     else:
         click.echo(harness.markdown(report))
+
+
+@bench.command()
+@click.option("--n", "n", type=click.IntRange(1), required=True, help="Memories to generate.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Generator seed.")
+@click.option(
+    "--queries", type=click.IntRange(1), default=200, show_default=True, help="Timed queries."
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where the store lives (default: a temporary directory).",
+)
+@click.option("--keep", is_flag=True, help="Keep the store afterwards.")
+@click.option(
+    "--real-vectors",
+    is_flag=True,
+    help="Embed every memory with the real model instead of composing vectors (slow).",
+)
+@click.option(
+    "--extra",
+    type=click.IntRange(0),
+    default=1000,
+    show_default=True,
+    help="Memories ingested with the real model after the bulk load (the default-model rate).",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Token-vector cache (default: the user cache directory, slm/bench).",
+)
+def scale(
+    n: int,
+    out: Path | None,
+    as_json: bool,
+    seed: int,
+    queries: int,
+    directory: Path | None,
+    keep: bool,
+    real_vectors: bool,
+    extra: int,
+    cache_dir: Path | None,
+) -> None:
+    """Ingest rate, recall latency, memory and disk at N synthetic memories (docs/benchmarks.md)."""
+    from slm.bench import scale as harness
+
+    def progress(line: str) -> None:
+        if not as_json:
+            click.echo(line, err=True)
+
+    report = harness.run(
+        n,
+        seed=seed,
+        queries=queries,
+        directory=directory,
+        keep=keep,
+        real_vectors=real_vectors,
+        settings=Settings.from_env(),
+        cache_dir=cache_dir,
+        extra=extra,
+        progress=progress,
+    )
+    flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")
+    report["command"] = f"slm bench scale --n {n}{flags}"
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        click.echo(harness.markdown(report))
+
+
+@bench.command()
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--out", required=True, type=click.Path(dir_okay=False, path_type=Path), help="PNG to write."
+)
+def plot(files: tuple[Path, ...], out: Path) -> None:
+    """Plot recall latency p50/p95/p99 against N from several 'bench scale' JSON reports."""
+    from slm.bench import scale as harness
+
+    reports = [_scale_report(path) for path in files]
+    try:
+        harness.plot(reports, out)
+    except ImportError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"wrote {out}")
+
+
+def _scale_report(path: Path) -> dict[str, Any]:
+    """A 'bench scale' JSON report, checked for the fields the plot reads."""
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        int(report["n"])
+        for key in ("p50", "p95", "p99"):
+            float(report["latency_ms"][key])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"{path} is not a 'bench scale' report: {exc!r}") from None
+    if not isinstance(report, dict):
+        raise click.ClickException(f"{path} is not a 'bench scale' report")
+    return report

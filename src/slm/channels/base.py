@@ -14,7 +14,11 @@ from typing import Protocol
 
 from slm.ingest.timeexpr import TimeSpan
 from slm.lexicon import Lexicon
-from slm.store import Filters, Vector
+from slm.store import Filters, Store, Vector
+
+#: How many nearest neighbours one vector search fetches per recall; the semantic, Hopfield
+#: and temporal channels all read prefixes of this one list.
+SHARED_NEAREST = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +61,23 @@ class Query:
     lexicon: Lexicon | None = None
     #: hits of the channels that ran before this one, by channel name
     prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    #: the last vector search for this query, by how many it asked for (shared by copies)
+    _nearest: dict[int, list[tuple[int, float]]] = field(default_factory=dict, compare=False)
 
     def admits(self, key: int) -> bool:
         return self.allowed is None or key in self.allowed
+
+    def nearest(self, store: Store, n: int) -> list[tuple[int, float]]:
+        """The ``n`` admitted memories most similar to the query vector, best first. One
+        vector search serves every channel: a smaller ``n`` reads a prefix of a larger one."""
+        for asked, found in self._nearest.items():
+            if asked >= n or len(found) < asked:  # enough, or all there is
+                return found[:n]
+        allowed = set(self.allowed) if self.allowed is not None else None
+        found = store.vector_search(self.profile, self.vector, n, allowed)
+        self._nearest.clear()
+        self._nearest[n] = found
+        return found
 
 
 class Channel(Protocol):

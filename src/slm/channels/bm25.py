@@ -8,11 +8,16 @@ statistics the store keeps per profile, so scores do not depend on other profile
 
 with ``k1 = 1.2`` and ``b = 0.75`` by default (settings ``bm25_k1``, ``bm25_b``). Terms come
 from :func:`slm.text.terms` (stopwords removed, Snowball stems) on both sides.
+
+At scale a common term's postings are read only up to a cut (highest impact first, see
+:mod:`slm.lexicon`); candidates then come from the partial sums, and the best
+``RESCORED`` are rescored exactly from their stored terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +26,9 @@ from slm.channels.base import Health, Hit, Query, ranked
 from slm.lexicon import idf
 from slm.settings import Settings
 from slm.store import Postings, Store
+
+#: Where a common term's postings were cut, this many best candidates are rescored exactly.
+RESCORED = 200
 
 
 def term_scores(
@@ -40,12 +48,38 @@ def bm25_scores(
     b: float,
 ) -> dict[int, float]:
     """Sum of per-term BM25 contributions, for every document containing a query term."""
-    totals: dict[int, float] = {}
-    for term, plist in postings.items():
-        contrib = term_scores(plist, idf(n_docs, df.get(term, len(plist.keys))), avg_len, k1, b)
-        for key, value in zip(plist.keys.tolist(), contrib.tolist(), strict=True):
-            totals[key] = totals.get(key, 0.0) + value
-    return totals
+    if not postings:
+        return {}
+    keys = np.concatenate([p.keys for p in postings.values()])
+    contrib = np.concatenate(
+        [
+            term_scores(p, idf(n_docs, df.get(term, len(p.keys))), avg_len, k1, b)
+            for term, p in postings.items()
+        ]
+    ).astype(np.float64)
+    unique, where = np.unique(keys, return_inverse=True)
+    totals = np.bincount(where, weights=contrib)
+    return dict(zip(unique.tolist(), totals.tolist(), strict=True))
+
+
+def exact_scores(
+    docs: Mapping[int, Sequence[str]],
+    terms: Sequence[str],
+    n_docs: int,
+    df: Mapping[str, int],
+    avg_len: float,
+    k1: float,
+    b: float,
+) -> dict[int, float]:
+    """BM25 of each document from its full term list (used where postings were cut)."""
+    wanted = dict.fromkeys(terms)
+    weights = {t: idf(n_docs, df.get(t, 1)) for t in wanted}
+    out: dict[int, float] = {}
+    for key, doc in docs.items():
+        counts = Counter(t for t in doc if t in wanted)
+        norm = k1 * (1.0 - b + b * len(doc) / max(avg_len, 1e-9))
+        out[key] = sum(weights[t] * tf * (k1 + 1.0) / (tf + norm) for t, tf in counts.items())
+    return out
 
 
 class BM25Channel:
@@ -61,12 +95,16 @@ class BM25Channel:
         return Health(True)
 
     def candidates(self, query: Query, k: int) -> list[Hit]:
-        postings = query.lexicon.postings if query.lexicon is not None else {}
-        if not postings:
+        lexicon = query.lexicon
+        if lexicon is None or not lexicon.postings:
             return []
-        assert query.lexicon is not None
-        stats = query.lexicon.stats
-        totals = bm25_scores(postings, stats.n_docs, stats.df, stats.avg_len, self._k1, self._b)
+        stats = lexicon.stats
+        args = (stats.n_docs, stats.df, stats.avg_len, self._k1, self._b)
+        totals = bm25_scores(lexicon.postings, *args)
         if query.allowed is not None:
             totals = {key: s for key, s in totals.items() if key in query.allowed}
+        if lexicon.truncated:
+            best = [hit.key for hit in ranked(list(totals.items()), max(RESCORED, k))]
+            totals = exact_scores(lexicon.terms_of(best), lexicon.terms, *args)
+            totals = {key: totals[key] for key in best}
         return ranked(list(totals.items()), k)

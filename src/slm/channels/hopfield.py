@@ -90,8 +90,7 @@ class HopfieldChannel:
         return Health(True)
 
     def candidates(self, query: Query, k: int) -> list[Hit]:
-        allowed = set(query.allowed) if query.allowed is not None else None
-        near = self._store.vector_search(query.profile, query.vector, NEIGHBOURHOOD, allowed)
+        near = query.nearest(self._store, NEIGHBOURHOOD)
         keys = list(dict.fromkeys([key for key, _ in near] + self._prior_keys(query)))
         if not keys:
             return []

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from slm.channels.base import Health, Hit, Query, ranked
+from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked
 from slm.settings import Settings
 from slm.store import Store
 
@@ -18,5 +18,4 @@ class SemanticChannel:
         return Health(True)
 
     def candidates(self, query: Query, k: int) -> list[Hit]:
-        allowed = set(query.allowed) if query.allowed is not None else None
-        return ranked(self._store.vector_search(query.profile, query.vector, k, allowed), k)
+        return ranked(query.nearest(self._store, max(k, SHARED_NEAREST))[:k], k)

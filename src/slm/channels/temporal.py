@@ -9,7 +9,9 @@ most 31 days) on each side; they rank by::
 
 where ``distance`` is 0 inside the window and ``length`` is the window's length (at least a
 day), so a memory inside the window ranks by topic, one a window-length outside by half.
-A "when did ..." question without a window instead favours memories whose text carries a
+A window holding more than ``WINDOW_CAP`` memories (a month of a busy store) is
+searched only among the query's semantic neighbourhood and the earlier channels' hits, so
+the cost stays bounded at any size. A "when did ..." question without a window instead favours memories whose text carries a
 resolvable date, among the query's semantic neighbourhood, ranked by cosine.
 """
 
@@ -19,7 +21,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 
-from slm.channels.base import Health, Hit, Query, ranked
+from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked
 from slm.ingest.timeexpr import query_window
 from slm.models import to_micros
 from slm.settings import Settings
@@ -27,8 +29,9 @@ from slm.store import Store
 
 DAY_US = 86_400 * 1_000_000
 MAX_MARGIN_US = 31 * DAY_US
-#: Most memories a window may contribute before topical ranking (bounded work).
-WINDOW_CAP = 5000
+#: A window holding more memories than this is searched only among the query's semantic
+#: neighbourhood and the earlier channels' hits (bounded work at any size).
+WINDOW_CAP = 1000
 #: Size of the semantic neighbourhood a "when" question searches for dated memories.
 WHEN_NEIGHBOURHOOD = 100
 
@@ -68,6 +71,8 @@ class TemporalChannel:
         start, end = to_micros(query.window.start), to_micros(query.window.end)
         margin = min((end - start) // 2, MAX_MARGIN_US)
         found = self._store.time_overlaps(query.profile, start - margin, end + margin, WINDOW_CAP)
+        if len(found) >= WINDOW_CAP:
+            found = self._topical_in_window(query, start - margin, end + margin)
         keys = [key for key in found if query.admits(key)]
         if not keys:
             return []
@@ -79,8 +84,23 @@ class TemporalChannel:
             scored.append((key, near * (0.25 + 0.75 * max(cos, 0.0))))
         return ranked(scored, k)
 
+    def _topical_in_window(self, query: Query, start: int, end: int) -> dict[int, tuple[int, int]]:
+        """The window holds too many memories to rank them all: keep those of the query's
+        semantic neighbourhood and of the earlier channels' hits that fall in it."""
+        pool = [key for key, _ in query.nearest(self._store, SHARED_NEAREST)]
+        pool += [hit.key for hits in query.prior.values() for hit in hits]
+        pool = list(dict.fromkeys(pool))
+        found: dict[int, tuple[int, int]] = {}
+        for key, moment in self._store.event_times(query.profile, pool).items():
+            if start <= moment < end:
+                found[key] = (moment, moment)
+        for key, spans in self._store.referenced_times(query.profile, pool).items():
+            for span_start, span_end in spans:
+                if span_start < end and span_end > start:
+                    found.setdefault(key, (span_start, span_end))
+        return found
+
     def _dated(self, query: Query, k: int) -> list[Hit]:
-        allowed = set(query.allowed) if query.allowed is not None else None
-        near = self._store.vector_search(query.profile, query.vector, WHEN_NEIGHBOURHOOD, allowed)
+        near = query.nearest(self._store, WHEN_NEIGHBOURHOOD)
         dated = self._store.referenced_times(query.profile, [key for key, _ in near])
         return ranked([(key, cos) for key, cos in near if key in dated], k)

@@ -60,12 +60,9 @@ def semantic_links(
     a blockwise similarity matrix, so memory stays bounded for large batches.
     """
     out = []
-    for row, vector in enumerate(vectors):
-        stored = [
-            (key, score)
-            for key, score in store.vector_search(profile, vector, SEMANTIC_LINKS, None)
-            if score >= SEMANTIC_LINK_FLOOR
-        ]
+    nearest = store.vector_search_many(profile, vectors, SEMANTIC_LINKS) if len(vectors) else []
+    for row, found in enumerate(nearest):
+        stored = [(key, score) for key, score in found if score >= SEMANTIC_LINK_FLOOR]
         out.append((stored, _batch_neighbours(vectors, row)))
     return [(tuple(s), tuple(b)) for s, b in _keep_best(out)]
 

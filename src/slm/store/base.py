@@ -36,11 +36,17 @@ class Filters:
 @dataclass(frozen=True, slots=True)
 class Postings:
     """The postings of one term in one profile: parallel arrays of keys, term frequencies
-    and document lengths, plus the term's document frequency."""
+    and document lengths."""
 
     keys: npt.NDArray[np.int64]
     tf: npt.NDArray[np.float32]
     dl: npt.NDArray[np.float32]
+
+    @classmethod
+    def of(cls, rows: Sequence[tuple[int, int, int]]) -> Postings:
+        """From (key, tf, dl) rows."""
+        arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
+        return cls(arr[:, 0], arr[:, 1].astype(np.float32), arr[:, 2].astype(np.float32))
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,15 @@ class Store(Protocol):
         """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
         ``allowed`` and below ``below`` when given."""
 
+    def vector_search_many(
+        self, profile: str, queries: Vector, k: int
+    ) -> list[list[tuple[int, float]]]:
+        """:meth:`vector_search` for each row of ``queries`` (no filters), batched where the
+        store can."""
+
+    def rebuild_vectors(self, profile: str) -> int:
+        """Rebuild the profile's vector index from the stored vectors; return its size."""
+
     def mean_vector(self, profile: str) -> tuple[Vector, int]:
         """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is
         the query's average cosine similarity to the profile, its background level."""
@@ -107,7 +122,12 @@ class Store(Protocol):
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         """Stored unit vectors for ``keys`` (rows in the same order)."""
 
-    def postings(self, profile: str, terms: Sequence[str]) -> dict[str, Postings]: ...
+    def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        """Each term's postings with the highest impact (term frequency descending, then
+        document length ascending, then key), at most ``limit`` per term."""
+
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+        """The indexed terms of each memory (in text order, repeated as they occur)."""
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats: ...
 

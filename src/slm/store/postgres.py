@@ -377,9 +377,13 @@ class PostgresStore:
         )
         return {s: (u, n) for s, u, n in rows}
 
-    def postings(self, profile: str, terms: Sequence[str]) -> dict[str, Postings]:
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
         with self._cursor() as cur:
-            return lexical.postings(cur, profile, terms)
+            return lexical.doc_terms(cur, profile, keys)
+
+    def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        with self._cursor() as cur:
+            return lexical.postings(cur, profile, terms, limit)
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
         with self._cursor() as cur:
@@ -432,6 +436,16 @@ class PostgresStore:
             return graph.referenced_times(cur, profile, keys)
 
     # -- vectors ----------------------------------------------------------------------
+
+    def vector_search_many(
+        self, profile: str, queries: Vector, k: int
+    ) -> list[list[tuple[int, float]]]:
+        return [self.vector_search(profile, query, k, None) for query in queries]
+
+    def rebuild_vectors(self, profile: str) -> int:
+        """The HNSW index is maintained by PostgreSQL itself: nothing to rebuild here."""
+        with self._cursor() as cur:
+            return self._profile_size(cur, profile)
 
     def vector_search(
         self,

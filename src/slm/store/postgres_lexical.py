@@ -14,7 +14,6 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from psycopg import Cursor
 
 from slm.models import NewMemory
@@ -78,21 +77,28 @@ def delete(cur: Cursor[Any], profile: str, key: int, terms: Sequence[str]) -> No
     cur.execute("DELETE FROM lex_docs WHERE profile = %s AND key = %s", (profile, key))
 
 
-def postings(cur: Cursor[Any], profile: str, terms: Sequence[str]) -> dict[str, Postings]:
-    """Postings of each term that occurs in the profile, keys ascending."""
+def postings(
+    cur: Cursor[Any], profile: str, terms: Sequence[str], limit: int
+) -> dict[str, Postings]:
+    """Each term's ``limit`` postings of highest impact (see ``Store.postings``)."""
     cur.execute(
-        "SELECT term, key, tf, dl FROM lex_postings WHERE profile = %s AND term = ANY(%s) "
-        "ORDER BY term, key",
-        (profile, list(dict.fromkeys(terms))),
+        "SELECT t.term, p.key, p.tf, p.dl FROM unnest(%s::text[]) AS t(term) "
+        "CROSS JOIN LATERAL (SELECT key, tf, dl FROM lex_postings WHERE profile = %s "
+        "AND term = t.term ORDER BY tf DESC, dl, key LIMIT %s) AS p",
+        (list(dict.fromkeys(terms)), profile, limit),
     )
     grouped: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
     for term, key, tf, dl in cur.fetchall():
         grouped[term].append((key, tf, dl))
-    out: dict[str, Postings] = {}
-    for term, entries in grouped.items():
-        arr = np.array(entries, dtype=np.int64)
-        out[term] = Postings(arr[:, 0], arr[:, 1].astype(np.float32), arr[:, 2].astype(np.float32))
-    return out
+    return {term: Postings.of(rows) for term, rows in grouped.items()}
+
+
+def doc_terms(cur: Cursor[Any], profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+    cur.execute(
+        "SELECT key, terms FROM lex_docs WHERE profile = %s AND key = ANY(%s)",
+        (profile, list(keys)),
+    )
+    return {key: terms.split() for key, terms in cur.fetchall()}
 
 
 def stats(cur: Cursor[Any], profile: str, terms: Sequence[str]) -> LexicalStats:

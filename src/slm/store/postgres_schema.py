@@ -109,6 +109,9 @@ MIGRATIONS: tuple[str, ...] = (
         FROM embeddings GROUP BY profile;
     UPDATE vector_sums s SET total = ARRAY(SELECT x * s.n FROM unnest(s.total) AS x);
     """,
+    """
+    CREATE INDEX lex_postings_impact ON lex_postings (profile, term, tf DESC, dl, key);
+    """,
 )
 
 

@@ -16,9 +16,8 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +29,7 @@ from slm.store import sqlite_graph as graph
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_schema import MIGRATIONS
-from slm.store.vectors import VectorIndex
+from slm.store.sqlite_vectors import VectorCache, new_store_id
 
 _MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
 _CHUNK = 500
@@ -61,14 +60,6 @@ def _marks(n: int) -> str:
     return ",".join("?" * n)
 
 
-@dataclass
-class _IndexState:
-    index: VectorIndex
-    max_key: int = 0
-    forgotten_seq: int = 0
-    dirty: bool = False
-
-
 class SQLiteStore:
     """SQLite implementation of :class:`~slm.store.base.Store`."""
 
@@ -85,12 +76,12 @@ class SQLiteStore:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         try:
             self._migrate()
-            self._data_version = self._pragma_data_version()
+            store_id = self.meta("store_id") or self._conn.write(new_store_id)
         except BaseException:
             self._conn.close()
             raise
         self._lock = self._conn.lock
-        self._indexes: dict[str, _IndexState] = {}
+        self._vectors = VectorCache(self._conn, Path(f"{self.path}.index"), dim, store_id)
 
     @property
     def busy_retries(self) -> int:
@@ -116,15 +107,11 @@ class SQLiteStore:
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
-        for state in self._indexes.values():
-            state.dirty = True
+        self._vectors.mark_dirty()
         return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn.rows(sql, params)
-
-    def _pragma_data_version(self) -> int:
-        return int(self._read("PRAGMA data_version")[0][0])
 
     # -- writes -----------------------------------------------------------------------
 
@@ -276,9 +263,11 @@ class SQLiteStore:
         if terms is None:
             return
         distinct = list(dict.fromkeys(terms))
+        counts = Counter(terms)
         db.executemany(
-            "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND key = ?",
-            [(profile, t, key) for t in distinct],
+            "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND tf = ? AND dl = ? "
+            "AND key = ?",
+            [(profile, t, counts[t], len(terms), key) for t in distinct],
         )
         db.executemany(
             "UPDATE lex_terms SET df = df - 1 WHERE profile = ? AND term = ?",
@@ -415,22 +404,30 @@ class SQLiteStore:
             out.update((s, (u, n)) for s, u, n in rows)
         return out
 
-    def postings(self, profile: str, terms: Sequence[str]) -> dict[str, Postings]:
-        grouped: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-        for chunk in _chunks(list(dict.fromkeys(terms))):
+    def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        def read(db: sqlite3.Connection) -> dict[str, Postings]:
+            out: dict[str, Postings] = {}
+            for term in dict.fromkeys(terms):
+                rows = db.execute(
+                    "SELECT key, tf, dl FROM lex_postings WHERE profile = ? AND term = ? "
+                    "ORDER BY tf DESC, dl, key LIMIT ?",
+                    (profile, term, limit),
+                ).fetchall()
+                if rows:
+                    out[term] = Postings.of(rows)
+            return out
+
+        return self._conn.snapshot(read)
+
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+        out: dict[int, list[str]] = {}
+        for chunk in _chunks(list(keys)):
             rows = self._read(
-                f"SELECT term, key, tf, dl FROM lex_postings WHERE profile = ? "
-                f"AND term IN ({_marks(len(chunk))})",
+                f"SELECT key, terms FROM lex_docs WHERE profile = ? "
+                f"AND key IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )
-            for term, key, tf, dl in rows:
-                grouped[term].append((key, tf, dl))
-        out: dict[str, Postings] = {}
-        for term, entries in grouped.items():
-            arr = np.array(entries, dtype=np.int64)
-            out[term] = Postings(
-                arr[:, 0], arr[:, 1].astype(np.float32), arr[:, 2].astype(np.float32)
-            )
+            out.update((key, terms.split()) for key, terms in rows)
         return out
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
@@ -501,19 +498,25 @@ class SQLiteStore:
         below: int | None = None,
     ) -> list[tuple[int, float]]:
         with self._lock:
-            return self._index(profile).search(query, k, allowed, below)
+            return self._vectors.index(profile).search(query, k, allowed, below)
+
+    def vector_search_many(
+        self, profile: str, queries: Vector, k: int
+    ) -> list[list[tuple[int, float]]]:
+        with self._lock:
+            return self._vectors.index(profile).search_many(queries, k)
 
     def mean_vector(self, profile: str) -> tuple[Vector, int]:
         with self._lock:
-            index = self._index(profile)
+            index = self._vectors.index(profile)
             return index.mean(), len(index)
 
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
-        if profile in self._indexes:
-            with self._lock:
-                cached = self._index(profile).get(list(keys))
-            if cached is not None:
-                return cached
+        with self._lock:
+            loaded = self._vectors.loaded(profile)
+            cached = loaded.get(list(keys)) if loaded is not None else None
+        if cached is not None:
+            return cached
         by_key: dict[int, bytes] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(
@@ -528,40 +531,10 @@ class SQLiteStore:
                 out[row] = np.frombuffer(by_key[key], dtype="<f4")
         return out
 
-    def _index(self, profile: str) -> VectorIndex:
-        """The profile's vector index, brought up to date with the rows."""
-        state = self._indexes.get(profile)
-        if state is None:
-            state = self._indexes[profile] = _IndexState(VectorIndex(self.dim))
-            self._catch_up(profile, state)
-            return state.index
-        version = self._pragma_data_version()
-        if version != self._data_version or state.dirty:
-            self._catch_up(profile, state)
-        return state.index
-
-    def _catch_up(self, profile: str, state: _IndexState) -> None:
-        def changes(db: sqlite3.Connection) -> tuple[list[Any], list[Any], int]:
-            rows = db.execute(
-                "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? ORDER BY key",
-                (profile, state.max_key),
-            ).fetchall()
-            gone = db.execute(
-                "SELECT seq, key FROM forgotten WHERE profile = ? AND seq > ? ORDER BY seq",
-                (profile, state.forgotten_seq),
-            ).fetchall()
-            return rows, gone, int(db.execute("PRAGMA data_version").fetchone()[0])
-
-        rows, gone, self._data_version = self._conn.snapshot(changes)
-        if gone:
-            state.index.remove(key for _, key in gone)
-            state.forgotten_seq = gone[-1][0]
-        if rows:
-            keys = [r[0] for r in rows]
-            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, self.dim)
-            state.index.add(keys, matrix)
-            state.max_key = keys[-1]
-        state.dirty = False
+    def rebuild_vectors(self, profile: str) -> int:
+        """Rebuild the profile's vector index from the rows (``slm reindex``)."""
+        with self._lock:
+            return self._vectors.rebuild(profile)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -575,6 +548,7 @@ class SQLiteStore:
                 "journal_mode": mode,
                 "synchronous": "full",
                 "busy_retries": self.busy_retries,
+                "vector_indexes": self._vectors.info(),
                 "reason": None,
             }
         except StoreError as exc:
@@ -594,4 +568,6 @@ class SQLiteStore:
             raise StoreError(f"cannot back up {self.path} to {target}: {exc}") from exc
 
     def close(self) -> None:
+        with self._lock:
+            self._vectors.save_all()
         self._conn.close()

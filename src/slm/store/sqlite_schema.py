@@ -8,6 +8,9 @@ Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embe
 ``mentions`` (entity graph), ``memory_times`` (dates referenced in the text), ``edges``
 (memory-memory graph: neighbouring turns and semantic neighbours). ``forgotten`` logs
 removed keys so other processes' in-memory indexes can follow.
+
+Postings are ordered by impact within a term (term frequency descending, then document
+length), so a common term's best postings are read first and the rest never (migration 3).
 """
 
 from __future__ import annotations
@@ -86,5 +89,16 @@ MIGRATIONS: tuple[str, ...] = (
         PRIMARY KEY (src, dst, kind)
     ) WITHOUT ROWID;
     CREATE INDEX edges_dst ON edges (dst);
+    """,
+    """
+    CREATE TABLE lex_postings_by_impact (
+        profile TEXT NOT NULL, term TEXT NOT NULL, tf INTEGER NOT NULL, dl INTEGER NOT NULL,
+        key INTEGER NOT NULL,
+        PRIMARY KEY (profile, term, tf DESC, dl, key)
+    ) WITHOUT ROWID;
+    INSERT INTO lex_postings_by_impact (profile, term, tf, dl, key)
+        SELECT profile, term, tf, dl, key FROM lex_postings;
+    DROP TABLE lex_postings;
+    ALTER TABLE lex_postings_by_impact RENAME TO lex_postings;
     """,
 )

@@ -1,0 +1,505 @@
+"""The scale and latency benchmark (protocol: BENCHMARK.md section 2; corpus: ``synth``).
+
+One run, for N synthetic memories:
+
+1. Bulk load. The generator's memories go into a fresh SQLite store through
+   ``remember_many`` in batches of 5,000 with ``vectors=``: composed from the real model's
+   token vectors (:func:`compose`; the table is embedded once and cached as ``.npy``, see
+   :func:`token_table`), or with ``real_vectors`` the real model's vectors of each memory,
+   computed before the clock starts. Only the ``remember_many`` calls are
+   timed: ``ingest_per_s_precomputed`` (``generate_s`` is the untimed rest of the loop:
+   generating memories and their vectors). ``peak_rss_ingest_mb`` is this process's peak RSS
+   afterwards. The store is closed and ``disk_bytes_per_memory`` counts every file next to
+   it whose name starts with the store's stem (database, WAL, shared memory, indexes).
+2. Serving, in a fresh Python process so its RSS is its own: the clock starts before
+   ``Memory(...)`` and stops when the first query's recall returns
+   (``open_to_first_recall_s``; model and index loading included). The rest of the 20
+   warm-up queries follow, then every timed query once, each timed around
+   ``Memory.recall(q, k=10, now=...)`` alone (``latency_ms``); the same results give
+   ``hit@1``, ``hit@10`` (the target memory among the top 1 / 10) and ``abstained``. Then
+   20 of them again with ``trace=True``: which channels ran, how many returned candidates,
+   and their mean time. The process reports its peak RSS (``peak_rss_mb``).
+3. Default-model ingest. Back in this process, ``extra`` (1,000) further memories go into the
+   same store in batches of 500, embedded by the store's own model: ``ingest_per_s``.
+
+The store is deleted afterwards unless ``keep``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.bench import synth
+from slm.bench.metrics import percentile
+from slm.embed import Embedder, Matrix, make_embedder
+from slm.embed.base import normalise
+from slm.engine import Memory
+from slm.errors import ConfigError, InvalidInput, SlmError
+from slm.settings import Settings
+
+K = 10
+WARMUP = 20
+TRACED = 20
+BULK_BATCH = synth.CHUNK
+EXTRA = 1000
+EXTRA_BATCH = 500
+STORE_NAME = "scale.db"
+
+Progress = Callable[[str], None]
+
+
+def default_cache_dir() -> Path:
+    """Where token tables are cached: ``~/.cache/slm/bench`` on Linux."""
+    from platformdirs import user_cache_path
+
+    return user_cache_path("slm") / "bench"
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB.
+
+    Linux's ``VmHWM`` when readable: unlike ``getrusage``'s ``ru_maxrss``, which a child
+    inherits from its parent across fork and exec, it belongs to this process image alone.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
+
+
+def store_bytes(db: Path) -> int:
+    """Bytes of every file next to ``db`` whose name starts with its stem, folders included."""
+    total = 0
+    for entry in db.parent.glob(f"{db.stem}*"):
+        paths = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
+        total += sum(p.stat().st_size for p in paths)
+    return total
+
+
+def _settings_json(settings: Settings) -> dict[str, Any]:
+    return {
+        f.name: dict(v) if isinstance(v := getattr(settings, f.name), Mapping) else v
+        for f in fields(settings)
+    }
+
+
+def _settings_from(data: Mapping[str, Any]) -> Settings:
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+    return Settings(**values)
+
+
+def _machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+# -- composed vectors ---------------------------------------------------------------------
+
+
+def token_table(
+    gen: synth.Synth,
+    embedder: Embedder,
+    cache_dir: Path,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[Matrix, bool]:
+    """Vectors of every token in ``gen.tokens`` from ``embedder`` and whether they came from
+    the cache. The file name carries the seed, the vocabulary size, the model name and a hash
+    of the token list, so a different generator never reads a stale table."""
+    digest = hashlib.sha256("\n".join((embedder.name, *gen.tokens)).encode()).hexdigest()
+    model = re.sub(r"[^A-Za-z0-9.-]+", "_", embedder.name)
+    path = cache_dir / f"tokens-{model}-seed{gen.seed}-v{gen.vocab_size}-{digest[:12]}.npy"
+    if path.is_file():
+        table = np.load(path)
+        if table.shape == (len(gen.tokens), embedder.dim):
+            return table.astype(np.float32), True
+    parts = []
+    for start in range(0, len(gen.tokens), 1024):
+        parts.append(embedder.embed_batch(list(gen.tokens[start : start + 1024])))
+        done = start + len(parts[-1])
+        if progress and (len(parts) % 8 == 0 or done == len(gen.tokens)):
+            progress(f"token table: {done:,}/{len(gen.tokens):,} tokens embedded")
+    table = np.vstack(parts).astype(np.float32)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial.npy")
+    np.save(partial, table)
+    partial.replace(path)
+    return table, False
+
+
+def compose(table: Matrix, batch: synth.Batch) -> Matrix:
+    """Unit vectors ``normalise(sum_j weight_j * table[token_j])`` for the batch's memories."""
+    padded = np.vstack([table, np.zeros((1, table.shape[1]), dtype=np.float32)])
+    out = np.empty((len(batch.items), table.shape[1]), dtype=np.float32)
+    for start in range(0, len(out), 1000):
+        rows = slice(start, start + 1000)
+        weights = batch.weights[rows].astype(np.float32)
+        out[rows] = np.einsum("bk,bkd->bd", weights, padded[batch.tokens[rows]])
+    return normalise(out)
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def run(
+    n: int,
+    *,
+    seed: int = 0,
+    queries: int = 200,
+    directory: Path | None = None,
+    keep: bool = False,
+    real_vectors: bool = False,
+    settings: Settings | None = None,
+    cache_dir: Path | None = None,
+    extra: int = EXTRA,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Run the benchmark (see the module docstring) and return the report."""
+    if n < queries + WARMUP or queries < 1:
+        raise InvalidInput(
+            f"{queries} queries need n >= {queries + WARMUP} (they and {WARMUP} warm-up ones "
+            "each target a different memory)",
+            field="queries",
+        )
+    settings = settings or Settings.from_env()
+    say = progress or (lambda line: None)
+    started, clock = _now(), time.perf_counter()
+    folder = Path(tempfile.mkdtemp(prefix="slm-scale-")) if directory is None else directory
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / STORE_NAME
+    if any(folder.glob(f"{db.stem}*")):
+        raise ConfigError(f"{folder} already holds a {db.stem} store; choose an empty --dir")
+    try:
+        gen = synth.Synth(n, seed, queries=queries + WARMUP, warmup=WARMUP)
+        embedder = make_embedder(settings.embedder)
+        report, asked = _bulk(gen, db, settings, embedder, real_vectors, cache_dir, say)
+        report["disk_bytes"] = store_bytes(db)
+        report["disk_bytes_per_memory"] = round(report["disk_bytes"] / n, 1)
+        say(f"store: {report['disk_bytes'] / 2**20:.1f} MiB on disk; serving in a new process")
+        report.update(serve_in_subprocess(db, settings, asked))
+        report.update(_default_ingest(gen, db, settings, embedder, extra, say))
+    finally:
+        if not keep:
+            _remove_store(folder, db, temporary=directory is None)
+    report = {
+        "benchmark": "scale",
+        "n": n,
+        "seed": seed,
+        "vectors": "real" if real_vectors else "composed",
+        "queries": queries,
+        "warmup": WARMUP,
+        "k": K,
+        **report,
+        "channels": list(settings.channels),
+        "store": str(db) if keep else None,
+        "machine": _machine(),
+        "started_at": started,
+        "finished_at": _now(),
+        "duration_s": round(time.perf_counter() - clock, 1),
+    }
+    return report
+
+
+def _remove_store(folder: Path, db: Path, *, temporary: bool) -> None:
+    if temporary:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for entry in folder.glob(f"{db.stem}*"):
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def _bulk(
+    gen: synth.Synth,
+    db: Path,
+    settings: Settings,
+    embedder: Embedder,
+    real_vectors: bool,
+    cache_dir: Path | None,
+    say: Progress,
+) -> tuple[dict[str, Any], list[synth.SynthQuery]]:
+    """Step 1: the timed bulk load; report fields and the generator's queries."""
+    table = None
+    out: dict[str, Any] = {"embedder": embedder.name}
+    if not real_vectors:
+        start = time.perf_counter()
+        table, cached = token_table(gen, embedder, cache_dir or default_cache_dir(), say)
+        out["token_table"] = {
+            "tokens": len(gen.tokens),
+            "cached": cached,
+            "seconds": round(time.perf_counter() - start, 1),
+        }
+    found: list[synth.SynthQuery] = []
+    timed = 0.0
+    done, every = 0, max(1, gen.n // BULK_BATCH // 10)
+    begin = time.perf_counter()
+    with Memory(db, settings=settings, embedder=embedder) as memory:
+        for number, batch in enumerate(gen.batches(), start=1):
+            if table is None:
+                vectors = embedder.embed_batch([item.content for item in batch.items])
+            else:
+                vectors = compose(table, batch)
+            start = time.perf_counter()
+            memory.remember_many(batch.items, vectors=vectors)
+            timed += time.perf_counter() - start
+            done += len(batch.items)
+            found.extend(batch.queries)
+            if number % every == 0 or done == gen.n:
+                say(f"bulk load: {done:,}/{gen.n:,} memories, {done / timed:,.0f}/s")
+    out.update(
+        {
+            "ingest_per_s_precomputed": round(gen.n / timed, 1),
+            "bulk_batch": BULK_BATCH,
+            "bulk_s": round(timed, 2),
+            "generate_s": round(time.perf_counter() - begin - timed, 2),
+            "peak_rss_ingest_mb": peak_rss_mb(),
+        }
+    )
+    return out, found
+
+
+def _default_ingest(
+    gen: synth.Synth, db: Path, settings: Settings, embedder: Embedder, extra: int, say: Progress
+) -> dict[str, Any]:
+    """Step 3: ``extra`` memories embedded by the store's model, batches of ``EXTRA_BATCH``."""
+    if extra <= 0:
+        return {"ingest_per_s": None, "ingest_memories": 0, "ingest_batch": EXTRA_BATCH}
+    say(f"default-model ingest: {extra:,} more memories, batches of {EXTRA_BATCH}")
+    embedder.embed_batch(["load the model before the clock starts"])
+    elapsed = 0.0
+    with Memory(db, settings=settings, embedder=embedder) as memory:
+        for batch in gen.extra(extra, EXTRA_BATCH):
+            start = time.perf_counter()
+            memory.remember_many(batch.items)
+            elapsed += time.perf_counter() - start
+    return {
+        "ingest_per_s": round(extra / elapsed, 1),
+        "ingest_memories": extra,
+        "ingest_batch": EXTRA_BATCH,
+    }
+
+
+# -- serving (runs in a fresh process) -----------------------------------------------------
+
+
+def serve_in_subprocess(
+    db: Path, settings: Settings, queries: Sequence[synth.SynthQuery]
+) -> dict[str, Any]:
+    """Step 2 in a new interpreter (``python -m slm.bench.scale SPEC``); its report."""
+    ordered = sorted(queries, key=lambda q: (not q.warmup, q.target))
+    spec = {
+        "db": str(db),
+        "settings": _settings_json(settings),
+        "queries": [
+            {
+                "text": q.text,
+                "target": q.target,
+                "now": q.now.isoformat() if q.now else None,
+                "kind": q.kind,
+                "warmup": q.warmup,
+            }
+            for q in ordered
+        ],
+    }
+    with tempfile.TemporaryDirectory(prefix="slm-scale-spec-") as tmp:
+        path = Path(tmp) / "spec.json"
+        path.write_text(json.dumps(spec), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, "-m", "slm.bench.scale", str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if done.returncode != 0:
+        raise SlmError(f"the serving process failed ({done.returncode}): {done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Open the store, warm up, time the queries, score them, trace a few (step 2)."""
+    questions = spec["queries"]
+    warm = [q for q in questions if q["warmup"]]
+    timed = [q for q in questions if not q["warmup"]]
+    settings = _settings_from(spec["settings"])
+    first = warm[0] if warm else timed[0]
+    start = time.perf_counter()
+    memory = Memory(spec["db"], settings=settings)
+    try:
+        memory.recall(first["text"], k=K, now=first["now"])
+        opened = time.perf_counter() - start
+        for q in warm[1:]:
+            memory.recall(q["text"], k=K, now=q["now"])
+        latencies, ranks, abstained = [], [], 0
+        for q in timed:
+            start = time.perf_counter()
+            response = memory.recall(q["text"], k=K, now=q["now"])
+            latencies.append((time.perf_counter() - start) * 1000)
+            ids = [r.memory.id for r in response.results]
+            ranks.append(ids.index(q["target"]) + 1 if q["target"] in ids else 0)
+            abstained += response.abstained
+        channels = _traced(memory, timed[:TRACED])
+    finally:
+        memory.close()
+    return {
+        "open_to_first_recall_s": round(opened, 3),
+        "latency_ms": {
+            "p50": round(percentile(latencies, 50), 3),
+            "p95": round(percentile(latencies, 95), 3),
+            "p99": round(percentile(latencies, 99), 3),
+            "mean": round(sum(latencies) / len(latencies), 3),
+            "max": round(max(latencies), 3),
+        },
+        "hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 4),
+        "hit@10": round(sum(0 < r <= K for r in ranks) / len(ranks), 4),
+        "abstained": round(abstained / len(ranks), 4),
+        "hit@10_by_kind": _by_kind(timed, ranks),
+        "missed": [q["text"] for q, r in zip(timed, ranks, strict=True) if r == 0][:20],
+        "channels_ran": channels,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def _traced(memory: Memory, questions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    ran: Counter[str] = Counter()
+    with_hits: Counter[str] = Counter()
+    ms: dict[str, float] = {}
+    for q in questions:
+        trace = memory.recall(q["text"], k=K, now=q["now"], trace=True).trace or {}
+        for name, block in trace.get("channels", {}).items():
+            ran[name] += bool(block["ran"])
+            with_hits[name] += bool(block["candidates"])
+            ms[name] = ms.get(name, 0.0) + float(block["ms"])
+    names = list(memory.channels)
+    return {
+        "queries": len(questions),
+        "all": [name for name in names if ran[name] == len(questions)],
+        "ran": {name: ran[name] for name in names},
+        "with_candidates": {name: with_hits[name] for name in names},
+        "mean_ms": {name: round(ms.get(name, 0.0) / max(len(questions), 1), 3) for name in names},
+    }
+
+
+def _by_kind(questions: Sequence[Mapping[str, Any]], ranks: Sequence[int]) -> dict[str, Any]:
+    kinds: dict[str, list[int]] = {}
+    for q, rank in zip(questions, ranks, strict=True):
+        kinds.setdefault(q["kind"], []).append(rank)
+    return {
+        kind: {"n": len(r), "hit@10": round(sum(0 < x <= K for x in r) / len(r), 4)}
+        for kind, r in sorted(kinds.items())
+    }
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def markdown(report: Mapping[str, Any]) -> str:
+    """The report as a short Markdown table."""
+    lat, chan = report["latency_ms"], report["channels_ran"]
+    rate = report["ingest_per_s"]
+    rows = [
+        (
+            "bulk ingest, precomputed vectors",
+            f"{report['ingest_per_s_precomputed']:,.0f} memories/s "
+            f"(batches of {report['bulk_batch']:,})",
+        ),
+        (
+            "ingest, embedded by the model",
+            "not measured"
+            if rate is None
+            else f"{rate:,.1f} memories/s ({report['ingest_memories']:,} memories, "
+            f"batches of {report['ingest_batch']})",
+        ),
+        (
+            "recall latency p50 / p95 / p99 / mean",
+            f"{lat['p50']:.1f} / {lat['p95']:.1f} / {lat['p99']:.1f} / {lat['mean']:.1f} ms",
+        ),
+        ("hit@1 / hit@10", f"{report['hit@1']:.3f} / {report['hit@10']:.3f}"),
+        ("abstained", f"{report['abstained']:.1%}"),
+        (
+            f"channels that ran in all {chan['queries']} traced recalls",
+            ", ".join(chan["all"]) or "none",
+        ),
+        ("open to first recall", f"{report['open_to_first_recall_s']:.2f} s"),
+        (
+            "peak RSS serving / ingest",
+            f"{report['peak_rss_mb']:,.0f} / {report['peak_rss_ingest_mb']:,.0f} MiB",
+        ),
+        ("disk per memory", f"{report['disk_bytes_per_memory']:,.0f} bytes"),
+    ]
+    head = (
+        f"slm bench scale: {report['n']:,} memories (seed {report['seed']}, "
+        f"{report['vectors']} vectors), {report['queries']} timed queries after "
+        f"{report['warmup']} warm-up; {report['duration_s']:.0f} s"
+    )
+    return "\n".join(
+        [head, "", "| measure | value |", "|---|---|"] + [f"| {a} | {b} |" for a, b in rows]
+    )
+
+
+def plot(reports: Sequence[Mapping[str, Any]], out: Path) -> None:
+    """Recall latency p50/p95/p99 against N (log scale) as a PNG."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("slm bench plot needs matplotlib: pip install 'slm[bench]'") from None
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    ordered = sorted(reports, key=lambda r: int(r["n"]))
+    sizes = [int(r["n"]) for r in ordered]
+    figure, axes = pyplot.subplots(figsize=(7, 4.5))
+    for key, marker in (("p50", "o"), ("p95", "s"), ("p99", "^")):
+        axes.plot(sizes, [float(r["latency_ms"][key]) for r in ordered], marker=marker, label=key)
+    axes.set_xscale("log")
+    axes.set_xlabel("memories in the store (N)")
+    axes.set_ylabel("recall latency (ms)")
+    axes.set_title("slm recall latency against store size")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+    pyplot.close(figure)
+
+
+def _main(argv: Sequence[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    print(json.dumps(serve(spec)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""The SQLite store's vector indexes: one per profile, following the ``embeddings`` rows.
+
+An index is built from the rows the first time a profile is searched and then kept in
+step: new rows are found by their monotonically increasing key, removed ones through the
+``forgotten`` log, other processes' commits through ``PRAGMA data_version``. That
+watermark (last key, last forgotten sequence number) is what makes a saved index safe to
+reuse: a large profile's graph index is saved next to the database file
+(``<file>.index/<profile>.json`` + a data file) with the watermark it reflects, and on
+open only the rows after the watermark are applied. A crash at any point leaves either
+the previous saved pair or none, never a torn one; an index saved for another database
+(another ``store_id``) or another dimension is ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.store.sqlite_conn import Connection
+from slm.store.vectors import EXACT_MAX, ExactIndex, GraphIndex, VectorIndex, graph_from
+
+#: Rows read per statement while building or catching up (bounds memory at open).
+_ROWS = 50_000
+#: A graph index is saved once this many changes (or a quarter of its size) are unsaved.
+SAVE_EVERY = 20_000
+
+
+@dataclass
+class IndexState:
+    index: VectorIndex
+    max_key: int = 0
+    forgotten_seq: int = 0
+    dirty: bool = False
+    unsaved: int = 0
+
+
+class VectorCache:
+    """Per-profile vector indexes of one SQLite store (callers hold the store's lock)."""
+
+    def __init__(self, conn: Connection, folder: Path, dim: int, store_id: str) -> None:
+        self._conn = conn
+        self.folder = folder
+        self.dim = dim
+        self.store_id = store_id
+        self.states: dict[str, IndexState] = {}
+        self._data_version = self._version()
+
+    def _version(self) -> int:
+        return int(self._conn.rows("PRAGMA data_version")[0][0])
+
+    def mark_dirty(self) -> None:
+        """Our own connection committed: every index must look for changes."""
+        for state in self.states.values():
+            state.dirty = True
+
+    def index(self, profile: str) -> VectorIndex:
+        """The profile's index, brought up to date with the rows."""
+        state = self.states.get(profile)
+        if state is None:
+            state = self.states[profile] = self._open(profile)
+            self._catch_up(profile, state)
+            return state.index
+        version = self._version()
+        if version != self._data_version or state.dirty:
+            self._catch_up(profile, state)
+        return state.index
+
+    def loaded(self, profile: str) -> VectorIndex | None:
+        state = self.states.get(profile)
+        return state.index if state is not None else None
+
+    def _open(self, profile: str) -> IndexState:
+        saved = GraphIndex.load(self.folder, profile)
+        if saved is not None:
+            graph, manifest = saved
+            if (
+                manifest.get("store_id") == self.store_id
+                and manifest.get("profile") == profile
+                and graph.dim == self.dim
+            ):
+                return IndexState(graph, int(manifest["max_key"]), int(manifest["forgotten_seq"]))
+        return IndexState(ExactIndex(self.dim))
+
+    def _catch_up(self, profile: str, state: IndexState) -> None:
+        """Apply rows after the watermark, then removals (in that order, so a row removed
+        while we read is still seen in the log)."""
+        self._data_version = self._version()
+        while True:
+            rows = self._conn.rows(
+                "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? "
+                "ORDER BY key LIMIT ?",
+                (profile, state.max_key, _ROWS),
+            )
+            if not rows:
+                break
+            keys = [r[0] for r in rows]
+            matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, self.dim)
+            state.index.add(keys, matrix)
+            state.max_key = keys[-1]
+            state.unsaved += len(keys)
+            if isinstance(state.index, ExactIndex) and len(state.index) > EXACT_MAX:
+                state.index = graph_from(state.index)
+        gone = self._conn.rows(
+            "SELECT seq, key FROM forgotten WHERE profile = ? AND seq > ? ORDER BY seq",
+            (profile, state.forgotten_seq),
+        )
+        if gone:
+            state.index.remove(key for _, key in gone)
+            state.forgotten_seq = gone[-1][0]
+            state.unsaved += len(gone)
+        state.dirty = False
+        if isinstance(state.index, GraphIndex) and state.unsaved >= max(
+            SAVE_EVERY, len(state.index) // 4
+        ):
+            self.save(profile, state)
+
+    def save(self, profile: str, state: IndexState) -> None:
+        if not isinstance(state.index, GraphIndex):
+            return
+        watermark = {
+            "store_id": self.store_id,
+            "profile": profile,
+            "max_key": state.max_key,
+            "forgotten_seq": state.forgotten_seq,
+        }
+        try:
+            state.index.save(self.folder, profile, watermark)
+            state.unsaved = 0
+        except (OSError, RuntimeError):
+            # A cache that cannot be saved is rebuilt from the rows next time.
+            pass
+
+    def save_all(self) -> None:
+        for profile, state in self.states.items():
+            if state.unsaved:
+                self.save(profile, state)
+
+    def rebuild(self, profile: str) -> int:
+        """Drop the profile's index (in memory and on disk) and build it again from the rows."""
+        self.states.pop(profile, None)
+        for path in self.folder.glob(f"{profile}.*"):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+        index = self.index(profile)
+        state = self.states[profile]
+        self.save(profile, state)
+        return len(index)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            profile: {
+                "kind": state.index.kind,
+                "vectors": len(state.index),
+                "unsaved_changes": state.unsaved,
+            }
+            for profile, state in self.states.items()
+        }
+
+
+def new_store_id(db: sqlite3.Connection) -> str:
+    """This database's identity (created once), which saved indexes must match."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    if row:
+        return str(row[0])
+    import secrets
+
+    value = secrets.token_hex(16)
+    db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (value,))
+    return value
