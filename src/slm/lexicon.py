@@ -18,7 +18,7 @@ from functools import cached_property
 from slm.store import LexicalStats, Postings, Store
 
 #: At most this many postings (the highest-impact ones) are read per query term.
-POSTINGS_PER_TERM = 1000
+POSTINGS_PER_TERM = 500
 
 
 def idf(n_docs: int, df: int) -> float:

@@ -28,7 +28,7 @@ from slm.settings import Settings
 from slm.store import Postings, Store
 
 #: Where a common term's postings were cut, this many best candidates are rescored exactly.
-RESCORED = 200
+RESCORED = 100
 
 
 def term_scores(
@@ -37,6 +37,30 @@ def term_scores(
     """BM25 contribution of one term to each document in its postings."""
     norm = k1 * (1.0 - b + b * postings.dl / max(avg_len, 1e-9))
     return (term_idf * postings.tf * (k1 + 1.0) / (postings.tf + norm)).astype(np.float32)
+
+
+def bm25_arrays(
+    postings: Mapping[str, Postings],
+    n_docs: int,
+    df: Mapping[str, int],
+    avg_len: float,
+    k1: float,
+    b: float,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """(keys, scores): the sum of per-term BM25 contributions for every document in the
+    postings, as parallel arrays (keys ascending)."""
+    if not postings:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+    keys = np.concatenate([p.keys for p in postings.values()])
+    contrib = np.concatenate(
+        [
+            term_scores(p, idf(n_docs, df.get(term, len(p.keys))), avg_len, k1, b)
+            for term, p in postings.items()
+        ]
+    ).astype(np.float64)
+    unique, where = np.unique(keys, return_inverse=True)
+    totals: npt.NDArray[np.float64] = np.bincount(where, weights=contrib).astype(np.float64)
+    return unique.astype(np.int64), totals
 
 
 def bm25_scores(
@@ -48,18 +72,20 @@ def bm25_scores(
     b: float,
 ) -> dict[int, float]:
     """Sum of per-term BM25 contributions, for every document containing a query term."""
-    if not postings:
-        return {}
-    keys = np.concatenate([p.keys for p in postings.values()])
-    contrib = np.concatenate(
-        [
-            term_scores(p, idf(n_docs, df.get(term, len(p.keys))), avg_len, k1, b)
-            for term, p in postings.items()
-        ]
-    ).astype(np.float64)
-    unique, where = np.unique(keys, return_inverse=True)
-    totals = np.bincount(where, weights=contrib)
-    return dict(zip(unique.tolist(), totals.tolist(), strict=True))
+    keys, scores = bm25_arrays(postings, n_docs, df, avg_len, k1, b)
+    return dict(zip(keys.tolist(), scores.tolist(), strict=True))
+
+
+def best(
+    keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], n: int
+) -> list[tuple[int, float]]:
+    """The (key, score) pairs of the ``n`` highest scores (ties at the cut kept, so that
+    :func:`ranked` breaks them by key as it would over all pairs)."""
+    if len(keys) > n:
+        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
+        chosen = scores >= cut
+        keys, scores = keys[chosen], scores[chosen]
+    return list(zip(keys.tolist(), scores.tolist(), strict=True))
 
 
 def exact_scores(
@@ -100,11 +126,12 @@ class BM25Channel:
             return []
         stats = lexicon.stats
         args = (stats.n_docs, stats.df, stats.avg_len, self._k1, self._b)
-        totals = bm25_scores(lexicon.postings, *args)
+        keys, scores = bm25_arrays(lexicon.postings, *args)
         if query.allowed is not None:
-            totals = {key: s for key, s in totals.items() if key in query.allowed}
-        if lexicon.truncated:
-            best = [hit.key for hit in ranked(list(totals.items()), max(RESCORED, k))]
-            totals = exact_scores(lexicon.terms_of(best), lexicon.terms, *args)
-            totals = {key: totals[key] for key in best}
-        return ranked(list(totals.items()), k)
+            admitted = np.isin(keys, np.fromiter(query.allowed, dtype=np.int64))
+            keys, scores = keys[admitted], scores[admitted]
+        if not lexicon.truncated:
+            return ranked(best(keys, scores, k), k)
+        leaders = [hit.key for hit in ranked(best(keys, scores, RESCORED), RESCORED)]
+        exact = exact_scores(lexicon.terms_of(leaders), lexicon.terms, *args)
+        return ranked([(key, exact[key]) for key in leaders], k)

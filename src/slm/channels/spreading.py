@@ -11,7 +11,8 @@ Each hop passes ``DECAY * a(u) * w(u, v) / fanout(u)`` from a node to each neigh
 number of edges of that kind, so a hub entity mentioned by hundreds of memories passes each
 of them almost nothing). After ``HOPS`` hops, memories whose total activation (seed plus
 received) is at least ``MIN_ACTIVATION`` are candidates, ranked by it. Expansion is
-bounded: at most ``FRONTIER`` nodes per hop and ``MEMBERS`` memories per entity.
+bounded: at most ``FRONTIER`` nodes per hop, ``MEMBERS`` memories per entity, and an
+entity is expanded only when its share per member reaches ``MIN_SHARE``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ SEED_HITS = 10
 MIN_ACTIVATION = 0.01
 FRONTIER = 64
 MEMBERS = 500
+#: An entity is expanded only when it passes each member at least this much: a hub
+#: mentioned by thousands of memories would pass each of them almost nothing, so reading
+#: its members would be work without effect (ten such shares do not make a candidate).
+MIN_SHARE = MIN_ACTIVATION / 10
 
 
 def _top(activation: dict[int, float], n: int) -> dict[int, float]:
@@ -105,8 +110,12 @@ class SpreadingChannel:
             for entity, _, count in mentioned:
                 out_entities[entity] += DECAY * memories[key] / len(mentioned)
                 degree_of[entity] = count
-        for entity, members in self._store.entity_members(profile, list(entities), MEMBERS).items():
-            degree = max(degree_of.get(entity, len(members)), 1)
+        shares = {
+            entity: DECAY * activation / max(degree_of.get(entity, 1), 1)
+            for entity, activation in entities.items()
+        }
+        worth = [entity for entity, share in shares.items() if share >= MIN_SHARE]
+        for entity, members in self._store.entity_members(profile, worth, MEMBERS).items():
             for member in members:
-                out_memories[member] += DECAY * entities[entity] / degree
+                out_memories[member] += shares[entity]
         return dict(out_memories), dict(out_entities)

@@ -11,8 +11,9 @@ where ``distance`` is 0 inside the window and ``length`` is the window's length 
 day), so a memory inside the window ranks by topic, one a window-length outside by half.
 A window holding more than ``WINDOW_CAP`` memories (a month of a busy store) is
 searched only among the query's semantic neighbourhood and the earlier channels' hits, so
-the cost stays bounded at any size. A "when did ..." question without a window instead favours memories whose text carries a
-resolvable date, among the query's semantic neighbourhood, ranked by cosine.
+the cost stays bounded at any size. A "when did ..." question without a window instead
+favours memories whose text carries a resolvable date, among the query's semantic
+neighbourhood, ranked by cosine.
 """
 
 from __future__ import annotations

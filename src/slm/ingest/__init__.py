@@ -59,26 +59,35 @@ def semantic_links(
     Stored neighbours come from the store's vector search; neighbours inside the batch from
     a blockwise similarity matrix, so memory stays bounded for large batches.
     """
-    out = []
     nearest = store.vector_search_many(profile, vectors, SEMANTIC_LINKS) if len(vectors) else []
-    for row, found in enumerate(nearest):
-        stored = [(key, score) for key, score in found if score >= SEMANTIC_LINK_FLOOR]
-        out.append((stored, _batch_neighbours(vectors, row)))
+    within = _batch_neighbours(vectors)
+    out = [
+        ([(key, score) for key, score in found if score >= SEMANTIC_LINK_FLOOR], batch)
+        for found, batch in zip(nearest, within, strict=True)
+    ]
     return [(tuple(s), tuple(b)) for s, b in _keep_best(out)]
 
 
-def _batch_neighbours(vectors: Matrix, row: int) -> list[tuple[int, float]]:
-    """Earlier items of the batch similar to item ``row`` (later ones link back to it)."""
-    if row == 0:
-        return []
-    best: list[tuple[int, float]] = []
-    for start in range(0, row, _BLOCK):
-        block = vectors[start : min(row, start + _BLOCK)]
-        sims = block @ vectors[row]
-        for offset in np.flatnonzero(sims >= SEMANTIC_LINK_FLOOR).tolist():
-            best.append((start + offset, float(sims[offset])))
-    best.sort(key=lambda p: (-p[1], p[0]))
-    return best[:SEMANTIC_LINKS]
+def _batch_neighbours(vectors: Matrix) -> list[list[tuple[int, float]]]:
+    """For each item, its most similar earlier items of the batch (later ones link back),
+    computed a block of rows at a time so memory stays bounded for large batches."""
+    out: list[list[tuple[int, float]]] = []
+    for start in range(0, len(vectors), _BLOCK):
+        rows = vectors[start : start + _BLOCK]
+        sims = rows @ vectors[: start + len(rows)].T
+        # Only earlier items: mask the diagonal and everything after it.
+        later = (
+            np.arange(start + len(rows))[None, :] >= np.arange(start, start + len(rows))[:, None]
+        )
+        sims[later] = -np.inf
+        take = min(SEMANTIC_LINKS, sims.shape[1])
+        top = np.argpartition(-sims, take - 1, axis=1)[:, :take]
+        for row, cols in enumerate(top):
+            pairs = [(int(c), float(sims[row, c])) for c in cols]
+            pairs = [(c, s) for c, s in pairs if s >= SEMANTIC_LINK_FLOOR]
+            pairs.sort(key=lambda p: (-p[1], p[0]))
+            out.append(pairs)
+    return out
 
 
 def _keep_best(

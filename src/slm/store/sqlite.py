@@ -230,7 +230,7 @@ class SQLiteStore:
             for chunk in _chunks(list(ids)):
                 rows = db.execute(
                     f"SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d USING (key) "
-                    f"WHERE m.profile = ? AND m.id IN ({_marks(len(chunk))})",
+                    f"WHERE +m.profile = ? AND m.id IN ({_marks(len(chunk))})",
                     [profile, *chunk],
                 ).fetchall()
                 for key, id_, terms in rows:
@@ -273,7 +273,10 @@ class SQLiteStore:
             "UPDATE lex_terms SET df = df - 1 WHERE profile = ? AND term = ?",
             [(profile, t) for t in distinct],
         )
-        db.execute("DELETE FROM lex_terms WHERE profile = ? AND df <= 0", (profile,))
+        db.executemany(
+            "DELETE FROM lex_terms WHERE profile = ? AND term = ? AND df <= 0",
+            [(profile, t) for t in distinct],
+        )
         db.execute(
             "UPDATE lex_stats SET n_docs = n_docs - 1, total_len = total_len - ? WHERE profile = ?",
             (len(terms), profile),
@@ -321,7 +324,7 @@ class SQLiteStore:
         by_id: dict[str, MemoryRecord] = {}
         for chunk in _chunks(list(ids)):
             rows = self._read(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? "
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
                 f"AND id IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )
@@ -332,7 +335,7 @@ class SQLiteStore:
         out: dict[int, MemoryRecord] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? "
+                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
                 f"AND key IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )
@@ -423,7 +426,7 @@ class SQLiteStore:
         out: dict[int, list[str]] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(
-                f"SELECT key, terms FROM lex_docs WHERE profile = ? "
+                f"SELECT key, terms FROM lex_docs WHERE +profile = ? "
                 f"AND key IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )
@@ -475,7 +478,7 @@ class SQLiteStore:
         out: dict[int, int] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(
-                f"SELECT key, event_time FROM memories WHERE profile = ? "
+                f"SELECT key, event_time FROM memories WHERE +profile = ? "
                 f"AND key IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )
@@ -520,7 +523,7 @@ class SQLiteStore:
         by_key: dict[int, bytes] = {}
         for chunk in _chunks(list(keys)):
             rows = self._read(
-                f"SELECT key, vector FROM embeddings WHERE profile = ? "
+                f"SELECT key, vector FROM embeddings WHERE +profile = ? "
                 f"AND key IN ({_marks(len(chunk))})",
                 [profile, *chunk],
             )

@@ -1,6 +1,8 @@
 """SQL for the derived graph and time data of the SQLite store.
 
-Functions take an open connection (inside the caller's transaction for writes). Edges are
+Functions take an open connection (inside the caller's transaction for writes). Lookups
+by key write ``+profile`` so SQLite uses the key's index, never a scan of the profile's
+rows through a ``(profile, ...)`` index. Edges are
 stored in both directions: ``next``/``prev`` between neighbouring turns of one session,
 ``similar`` between strong semantic neighbours (weight = cosine). Entities are nodes of
 their own, linked to memories through ``mentions``.
@@ -109,7 +111,7 @@ def delete_graph(db: sqlite3.Connection, profile: str, key: int, relink: bool = 
     db.executemany(
         "UPDATE entities SET mentions = mentions - 1 WHERE id = ?", [(e,) for e in entities]
     )
-    db.execute("DELETE FROM entities WHERE profile = ? AND mentions <= 0", (profile,))
+    db.executemany("DELETE FROM entities WHERE id = ? AND mentions <= 0", [(e,) for e in entities])
     db.execute("DELETE FROM memory_times WHERE key = ?", (key,))
 
 
@@ -165,7 +167,7 @@ def memory_entities(
     return _grouped(
         db,
         "SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
-        "ON e.id = m.entity WHERE e.profile = ? AND m.key IN ({marks})",
+        "ON e.id = m.entity WHERE +e.profile = ? AND m.key IN ({marks})",
         profile,
         keys,
     )
@@ -177,7 +179,7 @@ def edges_from(
     """Outgoing memory-memory edges as (neighbour, kind, weight)."""
     return _grouped(
         db,
-        "SELECT src, dst, kind, weight FROM edges WHERE profile = ? AND src IN ({marks})",
+        "SELECT src, dst, kind, weight FROM edges WHERE +profile = ? AND src IN ({marks})",
         profile,
         keys,
     )
@@ -214,7 +216,7 @@ def referenced_times(
     """Dates each memory's text refers to, as (start, end) microseconds."""
     return _grouped(
         db,
-        "SELECT key, start_us, end_us FROM memory_times WHERE profile = ? AND key IN ({marks})",
+        "SELECT key, start_us, end_us FROM memory_times WHERE +profile = ? AND key IN ({marks})",
         profile,
         keys,
     )

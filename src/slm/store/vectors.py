@@ -35,6 +35,8 @@ EXACT_MAX = 20_000
 GRAPH_LINKS = 16
 GRAPH_BUILD_EF = 40
 GRAPH_SEARCH_EF = 128
+#: Candidate list for the batched searches of ingest (a few strong neighbours per memory).
+GRAPH_LINK_EF = 32
 #: A filter that admits at most this many keys is searched exactly over those keys.
 FILTER_EXACT_MAX = 4096
 #: Rebuild the graph when tombstones exceed this share of it.
@@ -216,9 +218,9 @@ class GraphIndex:
         self._index, self._present, self._dead = fresh._index, fresh._present, set()
         self._sum = fresh._sum
 
-    def _raw(self, queries: Matrix, n: int) -> tuple[Any, Any]:
+    def _raw(self, queries: Matrix, n: int, ef: int = GRAPH_SEARCH_EF) -> tuple[Any, Any]:
         faiss = _faiss()
-        params = faiss.SearchParametersHNSW(efSearch=max(GRAPH_SEARCH_EF, n))
+        params = faiss.SearchParametersHNSW(efSearch=max(ef, n))
         scores, ids = self._index.search(np.ascontiguousarray(queries), n, params=params)
         return scores, ids
 
@@ -258,7 +260,7 @@ class GraphIndex:
         if len(self) == 0:
             return [[] for _ in range(len(queries))]
         n = min(k + len(self._dead), len(self._present))
-        scores, ids = self._raw(queries.astype(np.float32), n)
+        scores, ids = self._raw(queries.astype(np.float32), n, GRAPH_LINK_EF)
         out: list[Pairs] = []
         for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
             pairs = [
