@@ -398,3 +398,28 @@ def test_large_adversarial_input_completes(chunk: str) -> None:
     text = chunk * (65536 // len(chunk))
     _check_spans(referenced_spans(text, ANCHOR))
     query_window(text, ANCHOR)
+
+
+def test_trigger_prefilter_loses_no_expression(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts the cheap trigger scan passes over have no time expression at all: the full
+    rule set finds the same spans with the prefilter switched off."""
+    import re
+
+    from slm.ingest import timeexpr
+
+    texts = [
+        "We met the day before yesterday and again tonight.",
+        "Two weeks ago she moved; a couple of months back he left.",
+        "See you next Friday, or this past weekend if you like.",
+        "In March 2023 we went; by spring of 2024 it was done.",
+        "Born 3rd of June, 1990; married 2015-06-03; moved 6/3/2016.",
+        "Between May and July we hiked, from 2019 to 2021 we sailed.",
+        "The Sept. 5 game, early summer, last year, this morning.",
+        "Nothing here at all, just a plain sentence about gardens.",
+        "May I borrow your pen? We march on. Augustine says hi.",
+    ]
+    anchor = datetime(2024, 6, 1, tzinfo=UTC)
+    with_filter = [timeexpr.referenced_spans(t, anchor) for t in texts]
+    monkeypatch.setattr(timeexpr, "_RE_TRIGGER", re.compile(""))
+    assert [timeexpr.referenced_spans(t, anchor) for t in texts] == with_filter
+    assert sum(1 for spans in with_filter if spans) >= 7

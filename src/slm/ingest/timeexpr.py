@@ -184,6 +184,14 @@ _RE_OPEN = re.compile(
     _F,
 )
 _RE_DIGIT = re.compile(r"[0-9]")
+# Every rule above needs a digit or one of these words: text without any has no time
+# expression, and is passed over with one scan instead of one per rule.
+_RE_TRIGGER = re.compile(
+    rf"[0-9]|\b(?:{_MONTH_ANY}|{_WEEKDAY_ALT}|yesterday|today|tonight|tomorrow|night"
+    r"|morning|afternoon|evening|days?|weeks?|weekends?|months?|years?"
+    r"|spring|summer|fall|autumn|winter)\b",
+    _F,
+)
 _RE_HAS_YEAR = re.compile(rf"(?<![0-9]){_YEAR}")
 _RE_WS = re.compile(r"\s+")
 
@@ -512,6 +520,8 @@ def _dedupe(spans: Iterable[TimeSpan]) -> list[TimeSpan]:
 
 
 def _scan(text: str, anchor: datetime, query: bool) -> list[TimeSpan]:
+    if not _RE_TRIGGER.search(text):
+        return []
     norm = _RE_WS.sub(" ", text)
     hits = _merge_ranges(norm, _select(_candidates(norm, _utc(anchor).date())))
     if query:

@@ -137,47 +137,87 @@ class SQLiteStore:
                     [profile, *chunk],
                 ).fetchall()
                 known.update({h: (i, k) for h, i, k in rows})
-            fresh: list[tuple[int, NewMemory]] = []
-            for item in items:
-                if item.content_hash in known:
-                    id_, key = known[item.content_hash]
-                    results.append(Stored(id_, key, created=False))
-                    continue
-                id_ = self._new_id(db, item.id)
-                key = self._insert_row(db, profile, id_, item)
+            pending = {i.content_hash: i for i in reversed(items) if i.content_hash not in known}
+            new = list(reversed(pending.values()))
+            ids = self._new_ids(db, new)
+            keys = self._insert_rows(db, profile, ids, new)
+            fresh = list(zip(keys, new, strict=True))
+            for key, item, id_ in zip(keys, new, ids, strict=True):
                 known[item.content_hash] = (id_, key)
-                fresh.append((key, item))
-                results.append(Stored(id_, key, created=True))
+            created = {item.content_hash for item in new}
+            for item in items:
+                id_, key = known[item.content_hash]
+                results.append(Stored(id_, key, created=item.content_hash in created))
+                created.discard(item.content_hash)
             self._insert_derived(db, profile, fresh)
             return results
 
         return self._write(work)
 
-    def _new_id(self, db: sqlite3.Connection, wanted: str | None) -> str:
-        candidate = wanted or secrets.token_hex(8)
-        while db.execute("SELECT 1 FROM memories WHERE id = ?", (candidate,)).fetchone():
-            candidate = secrets.token_hex(8)
-        return candidate
+    def _new_ids(self, db: sqlite3.Connection, items: Sequence[NewMemory]) -> list[str]:
+        """An id per item: the one it asks for when free, else a fresh random one."""
+        ids = [item.id or secrets.token_hex(8) for item in items]
+        while True:
+            taken: set[str] = set()
+            for chunk in _chunks(ids):
+                taken.update(
+                    r[0]
+                    for r in db.execute(
+                        f"SELECT id FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
+                    )
+                )
+            seen: set[str] = set()
+            clash = False
+            for i, id_ in enumerate(ids):
+                if id_ in taken or id_ in seen:
+                    ids[i] = secrets.token_hex(8)
+                    clash = True
+                seen.add(ids[i])
+            if not clash:
+                return ids
 
-    def _insert_row(self, db: sqlite3.Connection, profile: str, id_: str, m: NewMemory) -> int:
-        cursor = db.execute(
+    def _insert_rows(
+        self, db: sqlite3.Connection, profile: str, ids: Sequence[str], items: Sequence[NewMemory]
+    ) -> list[int]:
+        """Insert the rows in one statement; return their keys (AUTOINCREMENT hands out
+        consecutive keys inside one write transaction, checked on the last row)."""
+        if not items:
+            return []
+        (last,) = db.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0),"
+            " coalesce((SELECT max(key) FROM memories), 0))"
+        ).fetchone()
+        db.executemany(
             "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at,"
             " source, confidence, metadata, tags) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (
-                id_,
-                profile,
-                m.content,
-                m.content_hash,
-                to_micros(m.event_time),
-                to_micros(m.recorded_at),
-                m.source,
-                m.confidence,
-                json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
-                json.dumps(list(m.tags), ensure_ascii=False),
-            ),
+            [
+                (
+                    id_,
+                    profile,
+                    m.content,
+                    m.content_hash,
+                    to_micros(m.event_time),
+                    to_micros(m.recorded_at),
+                    m.source,
+                    m.confidence,
+                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+                    json.dumps(list(m.tags), ensure_ascii=False),
+                )
+                for id_, m in zip(ids, items, strict=True)
+            ],
         )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        keys = list(range(last + 1, last + 1 + len(items)))
+        row = db.execute("SELECT key FROM memories WHERE id = ?", (ids[-1],)).fetchone()
+        if row is None or row[0] != keys[-1]:
+            found: dict[str, int] = {}
+            for chunk in _chunks(list(ids)):
+                found.update(
+                    db.execute(
+                        f"SELECT id, key FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
+                    )
+                )
+            keys = [found[id_] for id_ in ids]
+        return keys
 
     def _insert_derived(
         self,

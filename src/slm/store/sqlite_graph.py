@@ -11,7 +11,7 @@ their own, linked to memories through ``mentions``.
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,42 +31,85 @@ def _marks(n: int) -> str:
 def insert_graph(
     db: sqlite3.Connection, profile: str, fresh: Sequence[tuple[int, NewMemory]]
 ) -> None:
-    """Entities, mentions, referenced dates and edges of newly inserted memories."""
+    """Entities, mentions, referenced dates and edges of newly inserted memories, written
+    with one statement per kind of row for the whole batch."""
     batch_keys = [key for key, _ in fresh]
+    db.executemany(
+        "UPDATE memories SET session = ? WHERE key = ?",
+        [(m.session, key) for key, m in fresh if m.session is not None],
+    )
+    _insert_mentions(db, profile, fresh)
+    db.executemany(
+        "INSERT INTO memory_times (key, profile, start_us, end_us) VALUES (?,?,?,?)",
+        [(key, profile, start, end) for key, m in fresh for start, end in m.spans],
+    )
+    edges: dict[tuple[int, int, str], float] = {}
+    last_in_batch: dict[tuple[str | None, str | None], int] = {}
     for key, memory in fresh:
-        db.execute("UPDATE memories SET session = ? WHERE key = ?", (memory.session, key))
-        _insert_mentions(db, profile, key, memory)
-        db.executemany(
-            "INSERT INTO memory_times (key, profile, start_us, end_us) VALUES (?,?,?,?)",
-            [(key, profile, start, end) for start, end in memory.spans],
-        )
-        previous = _previous_turn(db, profile, key, memory)
+        thread = (memory.session, None if memory.session is not None else memory.source)
+        previous = last_in_batch.get(thread) if memory.session is not None else None
+        if previous is None:
+            previous = _previous_turn(db, profile, key, memory)
+        last_in_batch[thread] = key
         if previous is not None:
-            _link(db, profile, previous, key, "next", 1.0)
-            _link(db, profile, key, previous, "prev", 1.0)
+            edges[(previous, key, "next")] = 1.0
+            edges[(key, previous, "prev")] = 1.0
         neighbours = list(memory.links)
         neighbours += [(batch_keys[i], w) for i, w in memory.batch_links if batch_keys[i] != key]
         for other, weight in neighbours:
-            _link(db, profile, key, other, "similar", weight)
-            _link(db, profile, other, key, "similar", weight)
+            edges[(key, other, "similar")] = weight
+            edges[(other, key, "similar")] = weight
+    db.executemany(
+        "INSERT OR REPLACE INTO edges (profile, src, dst, kind, weight) VALUES (?,?,?,?,?)",
+        [(profile, src, dst, kind, w) for (src, dst, kind), w in edges.items()],
+    )
 
 
-def _insert_mentions(db: sqlite3.Connection, profile: str, key: int, memory: NewMemory) -> None:
-    for name, kind, speaker in memory.entities:
-        db.execute(
-            "INSERT INTO entities (profile, name, kind) VALUES (?, ?, ?) "
-            "ON CONFLICT (profile, name) DO NOTHING",
-            (profile, name, kind),
+def _insert_mentions(
+    db: sqlite3.Connection, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+) -> None:
+    """Entities (the first mention's kind wins), then one mention row per entity and
+    memory (the first mention's speaker flag wins), then the entities' mention counts."""
+    kinds: dict[str, str] = {}
+    mentions: dict[tuple[str, int], bool] = {}
+    for key, memory in fresh:
+        for name, kind, speaker in memory.entities:
+            kinds.setdefault(name, kind)
+            mentions.setdefault((name, key), speaker)
+    if not mentions:
+        return
+    db.executemany(
+        "INSERT INTO entities (profile, name, kind) VALUES (?, ?, ?) "
+        "ON CONFLICT (profile, name) DO NOTHING",
+        [(profile, name, kind) for name, kind in kinds.items()],
+    )
+    names = list(kinds)
+    ids: dict[str, int] = {}
+    for start in range(0, len(names), _CHUNK):
+        chunk = names[start : start + _CHUNK]
+        ids.update(
+            db.execute(
+                f"SELECT name, id FROM entities WHERE profile = ? "
+                f"AND name IN ({_marks(len(chunk))})",
+                [profile, *chunk],
+            )
         )
-        entity = db.execute(
-            "SELECT id FROM entities WHERE profile = ? AND name = ?", (profile, name)
-        ).fetchone()[0]
-        inserted = db.execute(
-            "INSERT OR IGNORE INTO mentions (entity, key, speaker) VALUES (?, ?, ?)",
-            (entity, key, int(speaker)),
-        ).rowcount
-        if inserted:
-            db.execute("UPDATE entities SET mentions = mentions + 1 WHERE id = ?", (entity,))
+    rows = [(ids[name], key, int(speaker)) for (name, key), speaker in mentions.items()]
+    before = db.total_changes
+    db.executemany("INSERT OR IGNORE INTO mentions (entity, key, speaker) VALUES (?, ?, ?)", rows)
+    touched = list(dict.fromkeys(entity for entity, _, _ in rows))
+    if db.total_changes - before == len(rows):  # all new: count them here
+        added = Counter(entity for entity, _, _ in rows)
+        db.executemany(
+            "UPDATE entities SET mentions = mentions + ? WHERE id = ?",
+            [(n, entity) for entity, n in added.items()],
+        )
+    else:  # some existed already: count from the rows
+        db.executemany(
+            "UPDATE entities SET mentions = (SELECT count(*) FROM mentions WHERE entity = ?) "
+            "WHERE id = ?",
+            [(entity, entity) for entity in touched],
+        )
 
 
 def _previous_turn(db: sqlite3.Connection, profile: str, key: int, memory: NewMemory) -> int | None:
