@@ -209,3 +209,53 @@ def test_reindex_rebuilds_the_vector_index(tmp_path: Path, small_exact_max: None
         memory.reindex()
         assert manifest(path)["file"] != first
         assert memory.recall("note number 5").results[0].memory.content.startswith("note")
+
+
+def test_profiles_sharing_a_prefix_keep_their_own_files(
+    tmp_path: Path, small_exact_max: None
+) -> None:
+    """Profile names may contain dots: saving or rebuilding ``a`` never touches ``a.b``."""
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, dim=DIM)
+    for profile, seed in (("a", 1), ("a.b", 2)):
+        fill(store, profile, unit(70, seed=seed), start=1000 * seed)
+        store.vector_search(profile, unit(1)[0], 1, None)
+        store._vectors.save(profile, store._vectors.states[profile])
+    store.rebuild_vectors("a")
+    store.close()
+    for profile in ("a", "a.b"):
+        saved = manifest(path, profile)
+        assert Path(f"{path}.index", str(saved["file"])).exists()
+
+
+def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_max: None) -> None:
+    """A database put back from an older copy, beside the index saved for the newer one:
+    a copy made by ``backup`` has its own identity, and a plain file copy has a watermark
+    behind the saved one; either way the index is rebuilt from the restored rows."""
+    import shutil
+
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, dim=DIM)
+    old = unit(60)
+    fill(store, "p", old)
+    store.vector_search("p", old[0], 1, None)
+    store.backup(tmp_path / "backup.db")
+    store.close()
+    shutil.copy(path, tmp_path / "plain.db")  # closed store: the file is whole
+    store = SQLiteStore(path, dim=DIM)
+    fill(store, "p", unit(40, seed=5), start=100)
+    store.vector_search("p", old[0], 1, None)
+    store.close()
+    assert manifest(path)["max_key"] == 100
+
+    for copy in ("backup.db", "plain.db"):
+        shutil.copy(tmp_path / copy, path)
+        for suffix in ("-wal", "-shm"):
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        restored = SQLiteStore(path, dim=DIM)
+        assert restored.mean_vector("p")[1] == 60
+        fresh = unit(3, seed=8)
+        fill(restored, "p", fresh, start=900)  # reuses keys 61..63 of the newer database
+        top = restored.vector_search("p", fresh[1], 1, None)
+        assert top[0][1] == pytest.approx(1.0, abs=1e-5)
+        restored.close()

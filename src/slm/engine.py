@@ -21,6 +21,7 @@ from slm.channels import Channel, Query, build_channels
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
+from slm.graphview import GraphView
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.entities import query_entities
 from slm.ingest.timeexpr import is_when_question, query_window
@@ -355,6 +356,7 @@ class Memory:
             vector=self.embedder.embed_batch([text])[0],
             terms=tuple(query_terms(text)),
             lexicon=Lexicon(self.store, self.profile, query_terms(text)),
+            graph=GraphView(self.store, self.profile),
             now=moment,
             filters=filters,
             allowed=allowed,

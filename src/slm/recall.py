@@ -145,7 +145,7 @@ def admitted(
     if not passed:
         return {}
     reached = [hit.key for hit in spread if hit.key in evidence and hit.key not in passed]
-    for key, edges in store.edges_from(query.profile, reached).items():
+    for key, edges in query.graph_view(store).edges(reached).items():
         if any(neighbour in passed for neighbour, _, _ in edges):
             passed[key] = "supported"
     return passed
@@ -158,8 +158,9 @@ def entity_graph_boosts(
     if not keys:
         return {}
     groups = [frozenset(e for e, _ in matches) for matches in query.entity_ids.values()]
-    mentioned = store.memory_entities(query.profile, keys)
-    edges = store.edges_from(query.profile, keys)
+    graph = query.graph_view(store)
+    mentioned = graph.mentions(keys)
+    edges = graph.edges(keys)
     ordered = fusion.order(fused)
     best = fused[ordered[0]]
     return fusion.entity_graph_boost(

@@ -12,6 +12,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Protocol
 
+from slm.graphview import GraphView
 from slm.ingest.timeexpr import TimeSpan
 from slm.lexicon import Lexicon
 from slm.store import Filters, Store, Vector
@@ -59,6 +60,8 @@ class Query:
     when: bool = False
     #: the lexical index as seen by this query's terms (read lazily, once)
     lexicon: Lexicon | None = None
+    #: the memory graph as seen by this recall (read lazily, once per memory)
+    graph: GraphView | None = None
     #: hits of the channels that ran before this one, by channel name
     prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
     #: the last vector search for this query, by how many it asked for (shared by copies)
@@ -66,6 +69,10 @@ class Query:
 
     def admits(self, key: int) -> bool:
         return self.allowed is None or key in self.allowed
+
+    def graph_view(self, store: Store) -> GraphView:
+        """This recall's graph view (a private one when the query was built without)."""
+        return self.graph if self.graph is not None else GraphView(store, self.profile)
 
     def nearest(self, store: Store, n: int) -> list[tuple[int, float]]:
         """The ``n`` admitted memories most similar to the query vector, best first. One

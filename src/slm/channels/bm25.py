@@ -29,6 +29,8 @@ from slm.store import Postings, Store
 
 #: Where a common term's postings were cut, this many best candidates are rescored exactly.
 RESCORED = 100
+#: A filter admitting at most this many memories is scored whole when postings were cut.
+FILTERED_EXACT = 4096
 
 
 def term_scores(
@@ -132,6 +134,11 @@ class BM25Channel:
             keys, scores = keys[admitted], scores[admitted]
         if not lexicon.truncated:
             return ranked(best(keys, scores, k), k)
-        leaders = [hit.key for hit in ranked(best(keys, scores, RESCORED), RESCORED)]
+        if query.allowed is not None and len(query.allowed) <= FILTERED_EXACT:
+            # A narrow filter: its memories may all lie beyond the cut, so score them all.
+            leaders = sorted(query.allowed)
+        else:
+            n = max(RESCORED, k)
+            leaders = [hit.key for hit in ranked(best(keys, scores, n), n)]
         exact = exact_scores(lexicon.terms_of(leaders), lexicon.terms, *args)
-        return ranked([(key, exact[key]) for key in leaders], k)
+        return ranked([(key, s) for key in leaders if (s := exact.get(key, 0.0)) > 0.0], k)

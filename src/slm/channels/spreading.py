@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from slm.channels.base import Health, Hit, Query, ranked
+from slm.graphview import GraphView
 from slm.settings import Settings
 from slm.store import Store
 
@@ -70,6 +71,7 @@ class SpreadingChannel:
 
     def candidates(self, query: Query, k: int) -> list[Hit]:
         degree: dict[int, int] = {}
+        graph = query.graph_view(self._store)
         memories, entities = self.seeds(query, degree)
         received: dict[int, float] = defaultdict(float, memories)
         for hop in range(HOPS):
@@ -77,7 +79,7 @@ class SpreadingChannel:
                 break
             last = hop == HOPS - 1
             next_memories, next_entities = self._hop(
-                query.profile, memories, entities, degree, last
+                query.profile, graph, memories, entities, degree, last
             )
             for key, value in next_memories.items():
                 received[key] += value
@@ -92,6 +94,7 @@ class SpreadingChannel:
     def _hop(
         self,
         profile: str,
+        graph: GraphView,
         memories: dict[int, float],
         entities: dict[int, float],
         degree_of: dict[int, int],
@@ -102,10 +105,10 @@ class SpreadingChannel:
         out_memories: dict[int, float] = defaultdict(float)
         out_entities: dict[int, float] = defaultdict(float)
         keys = list(memories)
-        for key, edges in self._store.edges_from(profile, keys).items():
+        for key, edges in graph.edges(keys).items():
             for neighbour, _, weight in edges:
                 out_memories[neighbour] += DECAY * memories[key] * weight / len(edges)
-        mentions = {} if last else self._store.memory_entities(profile, keys)
+        mentions = {} if last else graph.mentions(keys)
         for key, mentioned in mentions.items():
             for entity, _, count in mentioned:
                 out_entities[entity] += DECAY * memories[key] / len(mentioned)
@@ -115,7 +118,8 @@ class SpreadingChannel:
             for entity, activation in entities.items()
         }
         worth = [entity for entity, share in shares.items() if share >= MIN_SHARE]
-        for entity, members in self._store.entity_members(profile, worth, MEMBERS).items():
+        members_of = self._store.entity_members(profile, worth, MEMBERS)
+        for entity, members in members_of.items():
             for member in members:
                 out_memories[member] += shares[entity]
         return dict(out_memories), dict(out_entities)

@@ -107,7 +107,8 @@ class SQLiteStore:
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
-        self._vectors.mark_dirty()
+        with self._lock:
+            self._vectors.mark_dirty()
         return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -137,8 +138,11 @@ class SQLiteStore:
                     [profile, *chunk],
                 ).fetchall()
                 known.update({h: (i, k) for h, i, k in rows})
-            pending = {i.content_hash: i for i in reversed(items) if i.content_hash not in known}
-            new = list(reversed(pending.values()))
+            pending: dict[str, NewMemory] = {}
+            for item in items:
+                if item.content_hash not in known:
+                    pending.setdefault(item.content_hash, item)
+            new = list(pending.values())
             ids = self._new_ids(db, new)
             keys = self._insert_rows(db, profile, ids, new)
             fresh = list(zip(keys, new, strict=True))
@@ -383,7 +387,8 @@ class SQLiteStore:
         return out
 
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        clauses: list[str] = ["profile = ?"]
+        # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
+        clauses: list[str] = ["+profile = ?" if filters.tags else "profile = ?"]
         params: list[Any] = [profile]
         if filters.source is not None:
             clauses.append("source = ?")
@@ -591,7 +596,7 @@ class SQLiteStore:
                 "journal_mode": mode,
                 "synchronous": "full",
                 "busy_retries": self.busy_retries,
-                "vector_indexes": self._vectors.info(),
+                "vector_indexes": self._vector_info(),
                 "reason": None,
             }
         except StoreError as exc:
@@ -601,6 +606,10 @@ class SQLiteStore:
                 "healthy": False,
                 "reason": str(exc),
             }
+
+    def _vector_info(self) -> dict[str, Any]:
+        with self._lock:
+            return self._vectors.info()
 
     def backup(self, target: Path) -> int:
         """Copy the whole store (every profile) into the new file ``target`` while it stays

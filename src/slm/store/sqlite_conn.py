@@ -161,6 +161,10 @@ class Connection:
         try:
             self.read(lambda db: db.backup(copy))
             copy.execute("PRAGMA journal_mode=DELETE")
+            # The copy is another database: indexes saved for this one must not match it.
+            copy.execute(
+                "UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'store_id'"
+            )
             problems = copy.execute("PRAGMA integrity_check").fetchall()
             if problems != [("ok",)]:
                 raise StoreError(f"the copy of {self.path} failed its integrity check: {problems}")

@@ -36,7 +36,7 @@ def insert_graph(
     batch_keys = [key for key, _ in fresh]
     db.executemany(
         "UPDATE memories SET session = ? WHERE key = ?",
-        [(m.session, key) for key, m in fresh if m.session is not None],
+        [(m.session, key) for key, m in fresh],
     )
     _insert_mentions(db, profile, fresh)
     db.executemany(

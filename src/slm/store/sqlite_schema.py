@@ -101,4 +101,7 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE lex_postings;
     ALTER TABLE lex_postings_by_impact RENAME TO lex_postings;
     """,
+    """
+    CREATE INDEX forgotten_profile ON forgotten (profile, seq);
+    """,
 )

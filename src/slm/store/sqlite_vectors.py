@@ -13,7 +13,6 @@ the previous saved pair or none, never a torn one; an index saved for another da
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from slm.store.sqlite_conn import Connection
-from slm.store.vectors import EXACT_MAX, ExactIndex, GraphIndex, VectorIndex, graph_from
+from slm.store.vectors import (
+    EXACT_MAX,
+    ExactIndex,
+    GraphIndex,
+    VectorIndex,
+    data_files,
+    graph_from,
+)
 
 #: Rows read per statement while building or catching up (bounds memory at open).
 _ROWS = 50_000
@@ -37,6 +43,8 @@ class IndexState:
     forgotten_seq: int = 0
     dirty: bool = False
     unsaved: int = 0
+    #: ``PRAGMA data_version`` when this index last caught up (others' commits change it)
+    data_version: int = -1
 
 
 class VectorCache:
@@ -48,7 +56,6 @@ class VectorCache:
         self.dim = dim
         self.store_id = store_id
         self.states: dict[str, IndexState] = {}
-        self._data_version = self._version()
 
     def _version(self) -> int:
         return int(self._conn.rows("PRAGMA data_version")[0][0])
@@ -65,8 +72,7 @@ class VectorCache:
             state = self.states[profile] = self._open(profile)
             self._catch_up(profile, state)
             return state.index
-        version = self._version()
-        if version != self._data_version or state.dirty:
+        if state.dirty or self._version() != state.data_version:
             self._catch_up(profile, state)
         return state.index
 
@@ -75,21 +81,36 @@ class VectorCache:
         return state.index if state is not None else None
 
     def _open(self, profile: str) -> IndexState:
-        saved = GraphIndex.load(self.folder, profile)
+        saved = GraphIndex.load(self.folder, profile, lambda m: self._belongs(profile, m))
         if saved is not None:
             graph, manifest = saved
-            if (
-                manifest.get("store_id") == self.store_id
-                and manifest.get("profile") == profile
-                and graph.dim == self.dim
-            ):
-                return IndexState(graph, int(manifest["max_key"]), int(manifest["forgotten_seq"]))
+            return IndexState(graph, int(manifest["max_key"]), int(manifest["forgotten_seq"]))
         return IndexState(ExactIndex(self.dim))
+
+    def _belongs(self, profile: str, manifest: dict[str, Any]) -> bool:
+        """Whether a saved manifest describes this database's profile at a point it has
+        passed: its watermark may not be ahead of the rows (a database restored from an
+        older copy under the same identity)."""
+        try:
+            max_key, forgotten_seq = int(manifest["max_key"]), int(manifest["forgotten_seq"])
+            same = (manifest["store_id"], manifest["profile"], int(manifest["dim"]))
+        except (KeyError, TypeError, ValueError):
+            return False
+        if same != (self.store_id, profile, self.dim):
+            return False
+        last = self._id_of(max_key)
+        if last is not None and last != manifest.get("last_id"):
+            return False  # the key now holds another memory: not the rows this was saved from
+        (top_key, top_seq) = self._conn.rows(
+            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
+            "coalesce((SELECT max(seq) FROM forgotten), 0)"
+        )[0]
+        return bool(max_key <= top_key and forgotten_seq <= top_seq)
 
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply rows after the watermark, then removals (in that order, so a row removed
         while we read is still seen in the log)."""
-        self._data_version = self._version()
+        state.data_version = self._version()
         while True:
             rows = self._conn.rows(
                 "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? "
@@ -119,6 +140,10 @@ class VectorCache:
         ):
             self.save(profile, state)
 
+    def _id_of(self, key: int) -> str | None:
+        rows = self._conn.rows("SELECT id FROM memories WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
     def save(self, profile: str, state: IndexState) -> None:
         if not isinstance(state.index, GraphIndex):
             return
@@ -127,6 +152,7 @@ class VectorCache:
             "profile": profile,
             "max_key": state.max_key,
             "forgotten_seq": state.forgotten_seq,
+            "last_id": self._id_of(state.max_key),
         }
         try:
             state.index.save(self.folder, profile, watermark)
@@ -143,11 +169,8 @@ class VectorCache:
     def rebuild(self, profile: str) -> int:
         """Drop the profile's index (in memory and on disk) and build it again from the rows."""
         self.states.pop(profile, None)
-        for path in self.folder.glob(f"{profile}.*"):
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        for path in [self.folder / f"{profile}.json", *data_files(self.folder, profile)]:
+            path.unlink(missing_ok=True)
         index = self.index(profile)
         state = self.states[profile]
         self.save(profile, state)

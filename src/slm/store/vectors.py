@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -218,11 +220,43 @@ class GraphIndex:
         self._index, self._present, self._dead = fresh._index, fresh._present, set()
         self._sum = fresh._sum
 
-    def _raw(self, queries: Matrix, n: int, ef: int = GRAPH_SEARCH_EF) -> tuple[Any, Any]:
+    def _selector(self, allowed: set[int] | None, below: int | None) -> list[Any]:
+        """faiss ID selectors for live keys (not tombstones) that pass the filters; the last
+        one combines them (none: every key passes). Searches skip unselected keys inside the
+        graph walk. faiss holds raw pointers, so the caller keeps the whole list alive."""
+        faiss = _faiss()
+        kept: list[Any] = []
+        conditions: list[Any] = []
+        if self._dead:
+            kept.append(faiss.IDSelectorBatch(np.fromiter(self._dead, dtype=np.int64)))
+            conditions.append(faiss.IDSelectorNot(kept[-1]))
+        if allowed is not None:
+            conditions.append(faiss.IDSelectorBatch(np.fromiter(allowed, dtype=np.int64)))
+        if below is not None:
+            conditions.append(faiss.IDSelectorRange(0, below))
+        kept += conditions
+        for other in conditions[1:]:
+            kept.append(faiss.IDSelectorAnd(kept[-1], other))
+        return kept
+
+    def _raw(
+        self, queries: Matrix, n: int, ef: int = GRAPH_SEARCH_EF, selectors: list[Any] | None = None
+    ) -> list[Pairs]:
         faiss = _faiss()
         params = faiss.SearchParametersHNSW(efSearch=max(ef, n))
+        if selectors:
+            params.sel = selectors[-1]
         scores, ids = self._index.search(np.ascontiguousarray(queries), n, params=params)
-        return scores, ids
+        out: list[Pairs] = []
+        for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
+            pairs = [(k, s) for k, s in zip(row_ids, row_scores, strict=True) if k >= 0]
+            pairs.sort(key=lambda p: (-p[1], p[0]))
+            out.append(pairs)
+        return out
+
+    def _live(self, keys: Iterable[int], below: int | None) -> list[int]:
+        live = self._present - self._dead if self._dead else self._present
+        return sorted(k for k in keys if k in live and (below is None or k < below))
 
     def search(
         self, query: Matrix, k: int, allowed: set[int] | None = None, below: int | None = None
@@ -230,58 +264,51 @@ class GraphIndex:
         if len(self) == 0 or k <= 0:
             return []
         if allowed is not None and len(allowed) <= FILTER_EXACT_MAX:
-            wanted = sorted(
-                key for key in allowed if key in self._present and key not in self._dead
-            )
-            if below is not None:
-                wanted = [key for key in wanted if key < below]
-            vectors = self.get(wanted)
+            return self._exact(self._live(allowed, below), query, k)
+        selectors = self._selector(allowed, below)
+        pairs = self._raw(query.reshape(1, -1).astype(np.float32), k, selectors=selectors)[0]
+        if len(pairs) < k and (allowed is not None or below is not None):
+            # The filter admits too few keys for the walk to reach: scan them exactly.
+            keys = self._live(allowed if allowed is not None else self._present, below)
+            return self._exact(keys, query, k)
+        return pairs[:k]
+
+    def _exact(self, keys: list[int], query: Matrix, k: int) -> Pairs:
+        """Exact top ``k`` among ``keys``, a block at a time (bounded memory)."""
+        best: Pairs = []
+        for start in range(0, len(keys), 50_000):
+            block = keys[start : start + 50_000]
+            vectors = self.get(block)
             assert vectors is not None
-            return _ordered(np.array(wanted, dtype=np.int64), vectors @ query, k)
-        n = k + len(self._dead)
-        total = len(self._present)
-        while True:
-            n = min(n, total)
-            scores, ids = self._raw(query.reshape(1, -1).astype(np.float32), n)
-            pairs = [
-                (int(key), float(score))
-                for key, score in zip(ids[0].tolist(), scores[0].tolist(), strict=True)
-                if key >= 0
-                and key not in self._dead
-                and (allowed is None or key in allowed)
-                and (below is None or key < below)
-            ]
-            if len(pairs) >= k or n >= total:
-                pairs.sort(key=lambda p: (-p[1], p[0]))
-                return pairs[:k]
-            n *= 4
+            best = _ordered(
+                np.array([key for key, _ in best] + block, dtype=np.int64),
+                np.concatenate([np.array([s for _, s in best], dtype=np.float32), vectors @ query]),
+                k,
+            )
+        return best
 
     def search_many(self, queries: Matrix, k: int) -> list[Pairs]:
         if len(self) == 0:
             return [[] for _ in range(len(queries))]
-        n = min(k + len(self._dead), len(self._present))
-        scores, ids = self._raw(queries.astype(np.float32), n, GRAPH_LINK_EF)
-        out: list[Pairs] = []
-        for row_ids, row_scores in zip(ids.tolist(), scores.tolist(), strict=True):
-            pairs = [
-                (key, score)
-                for key, score in zip(row_ids, row_scores, strict=True)
-                if key >= 0 and key not in self._dead
-            ]
-            pairs.sort(key=lambda p: (-p[1], p[0]))
-            out.append(pairs[:k])
-        return out
+        n = min(k, len(self))
+        rows = self._raw(queries.astype(np.float32), n, GRAPH_LINK_EF, self._selector(None, None))
+        return [pairs[:k] for pairs in rows]
 
     # -- persistence --------------------------------------------------------------------
 
     def save(self, folder: Path, name: str, watermark: dict[str, Any]) -> None:
-        """Write the graph and its state under ``folder``: a new data file, then the
-        ``{name}.json`` manifest that names it (replaced atomically, so a crash leaves the
-        previous consistent pair), then the old data files go."""
+        """Write the graph and its state under ``folder``: a new data file (synced), then the
+        ``{name}.json`` manifest that names it, replaced atomically and synced with its
+        folder, so a crash or power cut leaves the previous consistent pair. Then the data
+        file the previous manifest named goes, and leftovers older than an hour (another
+        process saving at the same moment keeps its own file)."""
         faiss = _faiss()
         folder.mkdir(parents=True, exist_ok=True)
+        manifest_path = folder / f"{name}.json"
+        previous = _read_manifest(manifest_path)
         data = f"{name}.{secrets.token_hex(6)}.faiss"
         faiss.write_index(self._index, str(folder / data))
+        _fsync(folder / data)
         manifest = {
             **watermark,
             "kind": self.kind,
@@ -290,36 +317,75 @@ class GraphIndex:
             "sum": self._sum.tolist(),
             "dead": sorted(self._dead),
         }
-        _write_atomically(folder / f"{name}.json", json.dumps(manifest))
-        for old in folder.glob(f"{name}.*.faiss"):
-            if old.name != data:
+        _write_atomically(manifest_path, json.dumps(manifest))
+        stale = time.time() - 3600
+        for old in data_files(folder, name):
+            if old.name != data and (
+                (previous is not None and old.name == previous.get("file"))
+                or old.stat().st_mtime < stale
+            ):
                 old.unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, folder: Path, name: str) -> tuple[GraphIndex, dict[str, Any]] | None:
-        """The saved graph and its manifest, or None when there is none (or it is unreadable:
-        the caller then rebuilds from the rows)."""
+    def load(
+        cls, folder: Path, name: str, accept: Callable[[dict[str, Any]], bool]
+    ) -> tuple[GraphIndex, dict[str, Any]] | None:
+        """The saved graph and its manifest, when there is one that ``accept`` approves and
+        that reads back whole; otherwise None (the caller rebuilds from the rows)."""
+        manifest = _read_manifest(folder / f"{name}.json")
+        if manifest is None or not accept(manifest):
+            return None
         faiss = _faiss()
         try:
-            manifest = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
-            index = faiss.read_index(str(folder / manifest["file"]))
-        except (OSError, ValueError, KeyError, RuntimeError):
+            index = faiss.read_index(str(folder / str(manifest["file"])))
+            graph = cls(int(manifest["dim"]))
+            graph._index = index
+            graph._present = set(faiss.vector_to_array(index.id_map).tolist())
+            graph._dead = {int(key) for key in manifest["dead"]}
+            graph._sum = np.array(manifest["sum"], dtype=np.float64).reshape(graph.dim)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError):
             return None
-        graph = cls(int(manifest["dim"]))
-        graph._index = index
-        graph._present = set(faiss.vector_to_array(index.id_map).tolist())
-        graph._dead = set(manifest["dead"])
-        graph._sum = np.array(manifest["sum"], dtype=np.float64)
+        if index.d != graph.dim or not graph._dead <= graph._present:
+            return None
         return graph, manifest
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def data_files(folder: Path, name: str) -> list[Path]:
+    """The graph data files saved under ``name`` (and not those of a name it prefixes:
+    profile ``a`` must not see ``a.b``'s files)."""
+    pattern = re.compile(re.escape(name) + r"\.[0-9a-f]{12}\.faiss")
+    if not folder.is_dir():
+        return []
+    return [path for path in folder.iterdir() if pattern.fullmatch(path.name)]
 
 
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync(path.parent)
 
 
 def graph_from(exact: ExactIndex) -> GraphIndex:

@@ -1,0 +1,47 @@
+"""Query-time view of the memory graph: the edges and entity mentions of the memories one
+recall touches, read from the store at most once per memory and shared by the spreading
+channel, the evidence floor and the entity-graph boost (which look at many of the same
+memories)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+from slm.store import Store
+
+T = TypeVar("T")
+Edge = tuple[int, str, float]
+Mention = tuple[int, str, int]
+
+
+class GraphView:
+    def __init__(self, store: Store, profile: str) -> None:
+        self._store = store
+        self._profile = profile
+        self._edges: dict[int, list[Edge]] = {}
+        self._mentions: dict[int, list[Mention]] = {}
+
+    def edges(self, keys: Iterable[int]) -> Mapping[int, list[Edge]]:
+        """Outgoing edges (neighbour, kind, weight) of each key that has any."""
+        return _cached(self._edges, keys, lambda ks: self._store.edges_from(self._profile, ks))
+
+    def mentions(self, keys: Iterable[int]) -> Mapping[int, list[Mention]]:
+        """Entities (id, name, mention count) each key mentions, for keys that mention any."""
+        return _cached(
+            self._mentions, keys, lambda ks: self._store.memory_entities(self._profile, ks)
+        )
+
+
+def _cached(
+    cache: dict[int, list[T]],
+    keys: Iterable[int],
+    read: Callable[[Sequence[int]], Mapping[int, list[T]]],
+) -> dict[int, list[T]]:
+    wanted = list(dict.fromkeys(keys))
+    missing = [key for key in wanted if key not in cache]
+    if missing:
+        found = read(missing)
+        for key in missing:
+            cache[key] = found.get(key, [])
+    return {key: cache[key] for key in wanted if cache[key]}
