@@ -44,4 +44,6 @@ def _cached(
         found = read(missing)
         for key in missing:
             cache[key] = found.get(key, [])
-    return {key: cache[key] for key in wanted if cache[key]}
+    # Ascending keys, the order the store's queries return them in (sums of activation
+    # are then added up in the same order whatever asked first).
+    return {key: cache[key] for key in sorted(wanted) if cache[key]}

@@ -16,7 +16,7 @@ from typing import Any
 from psycopg import Cursor
 
 from slm.models import NewMemory, to_micros
-from slm.store.sqlite_graph import MAX_SPAN_US, SESSION_GAP_US
+from slm.store.sqlite_graph import LONG_SPAN, MAX_SPAN_US, SESSION_GAP_US, SHORT_SPAN_US
 
 Edge = tuple[int, int, str, float]
 
@@ -249,12 +249,17 @@ def time_overlaps(
         (profile, start, end, limit),
     )
     found: dict[int, tuple[int, int]] = {key: (moment, moment) for key, moment in cur}
-    cur.execute(
-        "SELECT key, start_us, end_us FROM memory_times WHERE profile = %s AND start_us < %s "
-        "AND start_us > %s AND end_us > %s ORDER BY start_us, key LIMIT %s",
-        (profile, end, start - MAX_SPAN_US, start, limit),
-    )
-    for key, span_start, span_end in cur.fetchall():
+    spans: list[tuple[int, int, int]] = []
+    for lookback, longer in ((SHORT_SPAN_US, ""), (MAX_SPAN_US, f" AND {LONG_SPAN}")):
+        cur.execute(
+            "SELECT key, start_us, end_us FROM memory_times WHERE profile = %s "
+            f"AND start_us < %s AND start_us > %s AND end_us > %s{longer} "
+            "ORDER BY start_us, key LIMIT %s",
+            (profile, end, start - lookback, start, limit),
+        )
+        spans += cur.fetchall()
+    ordered = sorted(set(spans), key=lambda r: (r[1], r[0], r[2]))[:limit]
+    for key, span_start, span_end in ordered:
         found.setdefault(key, (span_start, span_end))
     return found
 

@@ -112,6 +112,10 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX lex_postings_impact ON lex_postings (profile, term, tf DESC, dl, key);
     """,
+    """
+    CREATE INDEX memory_times_long ON memory_times (profile, start_us)
+        WHERE end_us - start_us > 5356800000000;
+    """,
 )
 
 

@@ -1,10 +1,10 @@
 """The embedded default store: one SQLite file in WAL mode.
 
-Memories and every derived index live in the same file and change in the same
+Memories and every derived table live in the same file and change in the same
 transaction, so a crash leaves either the whole memory or none of it. Vectors are also
-cached in an in-process :class:`~slm.store.vectors.VectorIndex` that follows the rows:
-new rows are found by their monotonically increasing key, removed ones through the
-``forgotten`` log, and other processes' commits through ``PRAGMA data_version``.
+held in an in-process index per profile (exact, or an HNSW graph for large profiles,
+saved beside the file with a watermark) that follows the rows: see
+:mod:`slm.store.sqlite_vectors`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
 ``remember`` returns, even across a power cut. Concurrency: writers in other processes

@@ -21,6 +21,12 @@ from slm.models import NewMemory, to_micros
 SESSION_GAP_US = 30 * 60 * 1_000_000
 #: Referenced-date spans longer than this are not searched by start (see ``time_overlaps``).
 MAX_SPAN_US = 2 * 366 * 86_400 * 1_000_000
+#: Spans up to this long (a day, a week, a month) are found by start within this distance
+#: of a window; longer ones through their own partial index (``memory_times_long``), so a
+#: window query never walks two years of short spans.
+SHORT_SPAN_US = 62 * 86_400 * 1_000_000
+#: The partial index's condition, written out so the planner can match it.
+LONG_SPAN = f"end_us - start_us > {SHORT_SPAN_US}"
 _CHUNK = 500
 
 
@@ -243,12 +249,18 @@ def time_overlaps(
     ).fetchall()
     for key, moment in rows:
         found[key] = (moment, moment)
-    rows = db.execute(
-        "SELECT key, start_us, end_us FROM memory_times WHERE profile = ? AND start_us < ? "
-        "AND start_us > ? AND end_us > ? ORDER BY start_us LIMIT ?",
-        (profile, end, start - MAX_SPAN_US, start, limit),
-    ).fetchall()
-    for key, span_start, span_end in rows:
+    # Spans in (start_us, rowid) order, as one query over the whole lookback would give.
+    spans: dict[int, tuple[int, int, int]] = {}
+    for lookback, longer in ((SHORT_SPAN_US, ""), (MAX_SPAN_US, f" AND {LONG_SPAN}")):
+        for rowid, key, span_start, span_end in db.execute(
+            "SELECT rowid, key, start_us, end_us FROM memory_times WHERE profile = ? "
+            f"AND start_us < ? AND start_us > ? AND end_us > ?{longer} "
+            "ORDER BY start_us, rowid LIMIT ?",
+            (profile, end, start - lookback, start, limit),
+        ):
+            spans[rowid] = (key, span_start, span_end)
+    ordered = sorted(spans.items(), key=lambda item: (item[1][1], item[0]))[:limit]
+    for _, (key, span_start, span_end) in ordered:
         found.setdefault(key, (span_start, span_end))
     return found
 

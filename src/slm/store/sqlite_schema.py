@@ -104,4 +104,8 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX forgotten_profile ON forgotten (profile, seq);
     """,
+    """
+    CREATE INDEX memory_times_long ON memory_times (profile, start_us)
+        WHERE end_us - start_us > 5356800000000;
+    """,
 )

@@ -99,7 +99,7 @@ class VectorCache:
         if same != (self.store_id, profile, self.dim):
             return False
         last = self._id_of(max_key)
-        if last is not None and last != manifest.get("last_id"):
+        if last is not None and last != manifest.get("last_id", last):
             return False  # the key now holds another memory: not the rows this was saved from
         (top_key, top_seq) = self._conn.rows(
             "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
