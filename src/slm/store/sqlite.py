@@ -14,7 +14,6 @@ are waited for with jittered retries (:mod:`slm.store.sqlite_conn`).
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -26,6 +25,7 @@ import numpy as np
 from slm.errors import StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import sqlite_graph as graph
+from slm.store import sqlite_rows as memory_rows
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_schema import MIGRATIONS
@@ -143,8 +143,8 @@ class SQLiteStore:
                 if item.content_hash not in known:
                     pending.setdefault(item.content_hash, item)
             new = list(pending.values())
-            ids = self._new_ids(db, new)
-            keys = self._insert_rows(db, profile, ids, new)
+            ids = memory_rows.new_ids(db, new)
+            keys = memory_rows.insert_rows(db, profile, ids, new)
             fresh = list(zip(keys, new, strict=True))
             for key, item, id_ in zip(keys, new, ids, strict=True):
                 known[item.content_hash] = (id_, key)
@@ -157,71 +157,6 @@ class SQLiteStore:
             return results
 
         return self._write(work)
-
-    def _new_ids(self, db: sqlite3.Connection, items: Sequence[NewMemory]) -> list[str]:
-        """An id per item: the one it asks for when free, else a fresh random one."""
-        ids = [item.id or secrets.token_hex(8) for item in items]
-        while True:
-            taken: set[str] = set()
-            for chunk in _chunks(ids):
-                taken.update(
-                    r[0]
-                    for r in db.execute(
-                        f"SELECT id FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
-                    )
-                )
-            seen: set[str] = set()
-            clash = False
-            for i, id_ in enumerate(ids):
-                if id_ in taken or id_ in seen:
-                    ids[i] = secrets.token_hex(8)
-                    clash = True
-                seen.add(ids[i])
-            if not clash:
-                return ids
-
-    def _insert_rows(
-        self, db: sqlite3.Connection, profile: str, ids: Sequence[str], items: Sequence[NewMemory]
-    ) -> list[int]:
-        """Insert the rows in one statement; return their keys (AUTOINCREMENT hands out
-        consecutive keys inside one write transaction, checked on the last row)."""
-        if not items:
-            return []
-        (last,) = db.execute(
-            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0),"
-            " coalesce((SELECT max(key) FROM memories), 0))"
-        ).fetchone()
-        db.executemany(
-            "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at,"
-            " source, confidence, metadata, tags) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            [
-                (
-                    id_,
-                    profile,
-                    m.content,
-                    m.content_hash,
-                    to_micros(m.event_time),
-                    to_micros(m.recorded_at),
-                    m.source,
-                    m.confidence,
-                    json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
-                    json.dumps(list(m.tags), ensure_ascii=False),
-                )
-                for id_, m in zip(ids, items, strict=True)
-            ],
-        )
-        keys = list(range(last + 1, last + 1 + len(items)))
-        row = db.execute("SELECT key FROM memories WHERE id = ?", (ids[-1],)).fetchone()
-        if row is None or row[0] != keys[-1]:
-            found: dict[str, int] = {}
-            for chunk in _chunks(list(ids)):
-                found.update(
-                    db.execute(
-                        f"SELECT id, key FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
-                    )
-                )
-            keys = [found[id_] for id_ in ids]
-        return keys
 
     def _insert_derived(
         self,
