@@ -17,6 +17,7 @@ import numpy as np
 
 from slm import fusion
 from slm.channels import Channel, Hit, Query
+from slm.channels.temporal import times_in
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
 from slm.models import MemoryRecord, to_micros
 from slm.settings import Settings
@@ -125,11 +126,7 @@ def _in_window(store: Store, query: Query, keys: Sequence[int]) -> set[int]:
     if query.window is None:
         return set()
     start, end = to_micros(query.window.start), to_micros(query.window.end)
-    inside = {k for k, t in store.event_times(query.profile, keys).items() if start <= t < end}
-    for key, spans in store.referenced_times(query.profile, keys).items():
-        if any(s < end and e > start for s, e in spans):
-            inside.add(key)
-    return inside
+    return set(times_in(store, query.profile, keys, start, end))
 
 
 def admitted(

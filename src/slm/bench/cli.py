@@ -4,12 +4,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from slm.settings import Settings, parse_channel_list
+
+
+def _emit(
+    report: dict[str, Any], out: Path | None, as_json: bool, markdown: Callable[[Any], str]
+) -> None:
+    """Write the report to ``out`` if given; print it as JSON or as the summary."""
+    if out is not None:
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    click.echo(json.dumps(report, indent=2) if as_json else markdown(report))
 
 
 @click.group()
@@ -65,12 +75,7 @@ def locomo(
     command = [f"slm bench locomo --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
     report["command"] = " ".join(command + (["--ablate"] if ablate else []))
     report["store"] = "postgresql" if dsn else "sqlite"
-    if out is not None:
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-    else:
-        click.echo(harness.markdown(report))
+    _emit(report, out, as_json, harness.markdown)
 
 
 @bench.command()
@@ -138,12 +143,7 @@ def scale(
     )
     flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")
     report["command"] = f"slm bench scale --n {n}{flags}"
-    if out is not None:
-        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-    else:
-        click.echo(harness.markdown(report))
+    _emit(report, out, as_json, harness.markdown)
 
 
 @bench.command()

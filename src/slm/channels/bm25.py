@@ -65,19 +65,6 @@ def bm25_arrays(
     return unique.astype(np.int64), totals
 
 
-def bm25_scores(
-    postings: Mapping[str, Postings],
-    n_docs: int,
-    df: Mapping[str, int],
-    avg_len: float,
-    k1: float,
-    b: float,
-) -> dict[int, float]:
-    """Sum of per-term BM25 contributions, for every document containing a query term."""
-    keys, scores = bm25_arrays(postings, n_docs, df, avg_len, k1, b)
-    return dict(zip(keys.tolist(), scores.tolist(), strict=True))
-
-
 def best(
     keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], n: int
 ) -> list[tuple[int, float]]:
@@ -99,15 +86,16 @@ def exact_scores(
     k1: float,
     b: float,
 ) -> dict[int, float]:
-    """BM25 of each document from its full term list (used where postings were cut)."""
+    """BM25 of each document from its full term list (used where postings were cut): the
+    documents' own postings for the query's terms, scored as :func:`bm25_arrays` does."""
     wanted = dict.fromkeys(terms)
-    weights = {t: idf(n_docs, df.get(t, 1)) for t in wanted}
-    out: dict[int, float] = {}
+    rows: dict[str, list[tuple[int, int, int]]] = {}
     for key, doc in docs.items():
-        counts = Counter(t for t in doc if t in wanted)
-        norm = k1 * (1.0 - b + b * len(doc) / max(avg_len, 1e-9))
-        out[key] = sum(weights[t] * tf * (k1 + 1.0) / (tf + norm) for t, tf in counts.items())
-    return out
+        for term, tf in Counter(t for t in doc if t in wanted).items():
+            rows.setdefault(term, []).append((key, tf, len(doc)))
+    postings = {term: Postings.of(entries) for term, entries in rows.items()}
+    keys, scores = bm25_arrays(postings, n_docs, df, avg_len, k1, b)
+    return dict(zip(keys.tolist(), scores.tolist(), strict=True))
 
 
 class BM25Channel:

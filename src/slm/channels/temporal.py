@@ -18,6 +18,7 @@ neighbourhood, ranked by cosine.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import numpy as np
@@ -45,6 +46,23 @@ def proximity(start: int, end: int, window_start: int, window_end: int) -> float
     else:
         distance = window_start - end if end <= window_start else start - window_end
     return 1.0 / (1.0 + max(distance, 0) / length)
+
+
+def times_in(
+    store: Store, profile: str, keys: Sequence[int], start: int, end: int
+) -> dict[int, tuple[int, int]]:
+    """Those of ``keys`` whose event time falls in [start, end), or a date their text refers
+    to overlaps it: key -> the matching time as (start, end) (event time as a zero-length
+    span, preferred over a referenced date)."""
+    found: dict[int, tuple[int, int]] = {}
+    for key, moment in store.event_times(profile, keys).items():
+        if start <= moment < end:
+            found[key] = (moment, moment)
+    for key, spans in store.referenced_times(profile, keys).items():
+        for span_start, span_end in spans:
+            if span_start < end and span_end > start:
+                found.setdefault(key, (span_start, span_end))
+    return found
 
 
 class TemporalChannel:
@@ -92,16 +110,7 @@ class TemporalChannel:
         semantic neighbourhood and of the earlier channels' hits that fall in it."""
         pool = [key for key, _ in query.nearest(self._store, SHARED_NEAREST)]
         pool += [hit.key for hits in query.prior.values() for hit in hits]
-        pool = list(dict.fromkeys(pool))
-        found: dict[int, tuple[int, int]] = {}
-        for key, moment in self._store.event_times(query.profile, pool).items():
-            if start <= moment < end:
-                found[key] = (moment, moment)
-        for key, spans in self._store.referenced_times(query.profile, pool).items():
-            for span_start, span_end in spans:
-                if span_start < end and span_end > start:
-                    found.setdefault(key, (span_start, span_end))
-        return found
+        return times_in(self._store, query.profile, list(dict.fromkeys(pool)), start, end)
 
     def _dated(self, query: Query, k: int) -> list[Hit]:
         near = query.nearest(self._store, WHEN_NEIGHBOURHOOD)

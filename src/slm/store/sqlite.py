@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,12 +27,11 @@ from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import sqlite_graph as graph
 from slm.store import sqlite_rows as memory_rows
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
-from slm.store.sqlite_conn import Connection
+from slm.store.sqlite_conn import Connection, chunks, marks
 from slm.store.sqlite_schema import MIGRATIONS
 from slm.store.sqlite_vectors import VectorCache, new_store_id
 
 _MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
-_CHUNK = 500
 T = TypeVar("T")
 
 
@@ -49,15 +48,6 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
         tags=tuple(json.loads(tags)),
         key=key,
     )
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 class SQLiteStore:
@@ -118,10 +108,10 @@ class SQLiteStore:
 
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
         found: dict[str, str] = {}
-        for chunk in _chunks(list(dict.fromkeys(hashes))):
+        for chunk in chunks(list(dict.fromkeys(hashes))):
             rows = self._read(
                 f"SELECT content_hash, id FROM memories WHERE profile = ? "
-                f"AND content_hash IN ({_marks(len(chunk))})",
+                f"AND content_hash IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             found.update(dict(rows))
@@ -131,10 +121,10 @@ class SQLiteStore:
         def work(db: sqlite3.Connection) -> list[Stored]:
             results: list[Stored] = []
             known: dict[str, tuple[str, int]] = {}
-            for chunk in _chunks(list(dict.fromkeys(i.content_hash for i in items))):
+            for chunk in chunks(list(dict.fromkeys(i.content_hash for i in items))):
                 rows = db.execute(
                     f"SELECT content_hash, id, key FROM memories WHERE profile = ? "
-                    f"AND content_hash IN ({_marks(len(chunk))})",
+                    f"AND content_hash IN ({marks(len(chunk))})",
                     [profile, *chunk],
                 ).fetchall()
                 known.update({h: (i, k) for h, i, k in rows})
@@ -206,10 +196,10 @@ class SQLiteStore:
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         def work(db: sqlite3.Connection) -> list[str]:
             removed: list[str] = []
-            for chunk in _chunks(list(ids)):
+            for chunk in chunks(list(ids)):
                 rows = db.execute(
                     f"SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d USING (key) "
-                    f"WHERE +m.profile = ? AND m.id IN ({_marks(len(chunk))})",
+                    f"WHERE +m.profile = ? AND m.id IN ({marks(len(chunk))})",
                     [profile, *chunk],
                 ).fetchall()
                 for key, id_, terms in rows:
@@ -301,10 +291,10 @@ class SQLiteStore:
 
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         by_id: dict[str, MemoryRecord] = {}
-        for chunk in _chunks(list(ids)):
+        for chunk in chunks(list(ids)):
             rows = self._read(
                 f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
-                f"AND id IN ({_marks(len(chunk))})",
+                f"AND id IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             by_id.update((r.id, r) for r in map(_record, rows))
@@ -312,10 +302,10 @@ class SQLiteStore:
 
     def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]:
         out: dict[int, MemoryRecord] = {}
-        for chunk in _chunks(list(keys)):
+        for chunk in chunks(list(keys)):
             rows = self._read(
                 f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
-                f"AND key IN ({_marks(len(chunk))})",
+                f"AND key IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             out.update((r.key, r) for r in map(_record, rows))
@@ -378,10 +368,10 @@ class SQLiteStore:
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         wanted = list(dict.fromkeys(sources))
         out: dict[str, tuple[int, int]] = {}
-        for chunk in _chunks(wanted):
+        for chunk in chunks(wanted):
             rows = self._read(
                 f"SELECT source, useful, not_useful FROM source_feedback WHERE profile = ? "
-                f"AND source IN ({_marks(len(chunk))})",
+                f"AND source IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             out.update((s, (u, n)) for s, u, n in rows)
@@ -404,10 +394,10 @@ class SQLiteStore:
 
     def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
         out: dict[int, list[str]] = {}
-        for chunk in _chunks(list(keys)):
+        for chunk in chunks(list(keys)):
             rows = self._read(
                 f"SELECT key, terms FROM lex_docs WHERE +profile = ? "
-                f"AND key IN ({_marks(len(chunk))})",
+                f"AND key IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             out.update((key, terms.split()) for key, terms in rows)
@@ -417,11 +407,11 @@ class SQLiteStore:
         rows = self._read("SELECT n_docs, total_len FROM lex_stats WHERE profile = ?", (profile,))
         n_docs, total = rows[0] if rows else (0, 0)
         df: dict[str, int] = {}
-        for chunk in _chunks(list(dict.fromkeys(terms))):
+        for chunk in chunks(list(dict.fromkeys(terms))):
             df.update(
                 self._read(
                     f"SELECT term, df FROM lex_terms WHERE profile = ? "
-                    f"AND term IN ({_marks(len(chunk))})",
+                    f"AND term IN ({marks(len(chunk))})",
                     [profile, *chunk],
                 )
             )
@@ -456,10 +446,10 @@ class SQLiteStore:
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         out: dict[int, int] = {}
-        for chunk in _chunks(list(keys)):
+        for chunk in chunks(list(keys)):
             rows = self._read(
                 f"SELECT key, event_time FROM memories WHERE +profile = ? "
-                f"AND key IN ({_marks(len(chunk))})",
+                f"AND key IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             out.update(rows)
@@ -501,10 +491,10 @@ class SQLiteStore:
         if cached is not None:
             return cached
         by_key: dict[int, bytes] = {}
-        for chunk in _chunks(list(keys)):
+        for chunk in chunks(list(keys)):
             rows = self._read(
                 f"SELECT key, vector FROM embeddings WHERE +profile = ? "
-                f"AND key IN ({_marks(len(chunk))})",
+                f"AND key IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
             by_key.update(rows)

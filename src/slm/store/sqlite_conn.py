@@ -35,6 +35,19 @@ BUSY_TIMEOUT_S = 30.0
 FIRST_BACKOFF_S = 0.0005
 MAX_BACKOFF_S = 0.016
 _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+#: Parameters per ``IN (...)`` list: well under SQLite's limit on bound parameters.
+CHUNK = 500
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size``, for statements with one parameter each."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def marks(n: int) -> str:
+    """``n`` comma-separated placeholders for an ``IN (...)`` list."""
+    return ",".join("?" * n)
 
 
 def is_busy(exc: BaseException) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slm.models import NewMemory, to_micros
+from slm.store.sqlite_conn import CHUNK, marks
 
 #: Memories without a session key are neighbours when from one named source this close in time.
 SESSION_GAP_US = 30 * 60 * 1_000_000
@@ -27,11 +28,6 @@ MAX_SPAN_US = 2 * 366 * 86_400 * 1_000_000
 SHORT_SPAN_US = 62 * 86_400 * 1_000_000
 #: The partial index's condition, written out so the planner can match it.
 LONG_SPAN = f"end_us - start_us > {SHORT_SPAN_US}"
-_CHUNK = 500
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
 
 
 def insert_graph(
@@ -91,12 +87,12 @@ def _insert_mentions(
     )
     names = list(kinds)
     ids: dict[str, int] = {}
-    for start in range(0, len(names), _CHUNK):
-        chunk = names[start : start + _CHUNK]
+    for start in range(0, len(names), CHUNK):
+        chunk = names[start : start + CHUNK]
         ids.update(
             db.execute(
                 f"SELECT name, id FROM entities WHERE profile = ? "
-                f"AND name IN ({_marks(len(chunk))})",
+                f"AND name IN ({marks(len(chunk))})",
                 [profile, *chunk],
             )
         )
@@ -283,8 +279,8 @@ def _grouped(
     """Rows of ``sql`` (its ``{marks}`` filled with one placeholder per key, in chunks that
     stay under SQLite's parameter limit), grouped by their first column, the rest as tuples."""
     out: dict[int, list[Any]] = defaultdict(list)
-    for start in range(0, len(keys), _CHUNK):
-        chunk = list(keys[start : start + _CHUNK])
-        for key, *rest in db.execute(sql.format(marks=_marks(len(chunk))), [profile, *chunk]):
+    for start in range(0, len(keys), CHUNK):
+        chunk = list(keys[start : start + CHUNK])
+        for key, *rest in db.execute(sql.format(marks=marks(len(chunk))), [profile, *chunk]):
             out[key].append(tuple(rest))
     return dict(out)

@@ -6,21 +6,10 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from slm.models import NewMemory, to_micros
-
-_CHUNK = 500
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
+from slm.store.sqlite_conn import chunks, marks
 
 
 def new_ids(db: sqlite3.Connection, items: Sequence[NewMemory]) -> list[str]:
@@ -28,11 +17,11 @@ def new_ids(db: sqlite3.Connection, items: Sequence[NewMemory]) -> list[str]:
     ids = [item.id or secrets.token_hex(8) for item in items]
     while True:
         taken: set[str] = set()
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             taken.update(
                 r[0]
                 for r in db.execute(
-                    f"SELECT id FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
+                    f"SELECT id FROM memories WHERE id IN ({marks(len(chunk))})", chunk
                 )
             )
         seen: set[str] = set()
@@ -80,11 +69,9 @@ def insert_rows(
     row = db.execute("SELECT key FROM memories WHERE id = ?", (ids[-1],)).fetchone()
     if row is None or row[0] != keys[-1]:
         found: dict[str, int] = {}
-        for chunk in _chunks(list(ids)):
+        for chunk in chunks(list(ids)):
             found.update(
-                db.execute(
-                    f"SELECT id, key FROM memories WHERE id IN ({_marks(len(chunk))})", chunk
-                )
+                db.execute(f"SELECT id, key FROM memories WHERE id IN ({marks(len(chunk))})", chunk)
             )
         keys = [found[id_] for id_ in ids]
     return keys
