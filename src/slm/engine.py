@@ -349,13 +349,14 @@ class Memory:
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
         moment = validate.timestamp(now, "now") or datetime.now(UTC)
         names = tuple(query_entities(text))
+        words = tuple(query_terms(text))
         matches = self.store.find_entities(self.profile, names)
         interpreted = Query(
             text=text,
             profile=self.profile,
             vector=self.embedder.embed_batch([text])[0],
-            terms=tuple(query_terms(text)),
-            lexicon=Lexicon(self.store, self.profile, query_terms(text)),
+            terms=words,
+            lexicon=Lexicon(self.store, self.profile, words),
             graph=GraphView(self.store, self.profile),
             now=moment,
             filters=filters,

@@ -173,7 +173,8 @@ class VectorCache:
             path.unlink(missing_ok=True)
         index = self.index(profile)
         state = self.states[profile]
-        self.save(profile, state)
+        if state.unsaved:  # catching up may have saved it already
+            self.save(profile, state)
         return len(index)
 
     def info(self) -> dict[str, Any]:

@@ -172,6 +172,8 @@ class GraphIndex:
         self._present: set[int] = set()
         self._dead: set[int] = set()
         self._sum = np.zeros(dim, dtype=np.float64)
+        #: faiss selectors (tombstones, and "not a tombstone") while the tombstones stand
+        self._not_dead: list[Any] = []
 
     def __len__(self) -> int:
         return len(self._present) - len(self._dead)
@@ -207,6 +209,7 @@ class GraphIndex:
         vectors = self._index.reconstruct_batch(np.array(gone, dtype=np.int64))
         self._sum -= vectors.sum(axis=0, dtype=np.float64)
         self._dead.update(gone)
+        self._not_dead = []
         if len(self._dead) > TOMBSTONE_SHARE * max(len(self._present), 1):
             self._compact()
 
@@ -218,7 +221,7 @@ class GraphIndex:
         if vectors is not None:
             fresh.add(live.tolist(), vectors)
         self._index, self._present, self._dead = fresh._index, fresh._present, set()
-        self._sum = fresh._sum
+        self._sum, self._not_dead = fresh._sum, []
 
     def _selector(self, allowed: set[int] | None, below: int | None) -> list[Any]:
         """faiss ID selectors for live keys (not tombstones) that pass the filters; the last
@@ -228,8 +231,11 @@ class GraphIndex:
         kept: list[Any] = []
         conditions: list[Any] = []
         if self._dead:
-            kept.append(faiss.IDSelectorBatch(np.fromiter(self._dead, dtype=np.int64)))
-            conditions.append(faiss.IDSelectorNot(kept[-1]))
+            if not self._not_dead:  # built once per set of tombstones, not per search
+                dead = faiss.IDSelectorBatch(np.fromiter(self._dead, dtype=np.int64))
+                self._not_dead = [dead, faiss.IDSelectorNot(dead)]
+            kept.append(self._not_dead[0])
+            conditions.append(self._not_dead[1])
         if allowed is not None:
             conditions.append(faiss.IDSelectorBatch(np.fromiter(allowed, dtype=np.int64)))
         if below is not None:
