@@ -11,6 +11,7 @@ from slm.ingest.entities import (
     extract_entities,
     query_entities,
     resolve_aliases,
+    without_names,
 )
 
 KINDS = {"person", "place", "org", "other"}
@@ -351,3 +352,19 @@ def test_64k_inputs_complete(text: str) -> None:
 def test_large_input_still_finds_entities() -> None:
     text = ("Caroline went to New York with NASA. " * 2000)[:65536]
     assert keys(text)[:3] == ["caroline", "new york", "nasa"]
+
+
+# --- names out of a question ------------------------------------------------------------------
+
+
+def test_without_names_takes_out_whole_names_and_their_possessives() -> None:
+    assert without_names("What did Melanie's kids like?", ["Melanie"]) == "What did kids like?"
+    assert without_names("Did Jon\u2019s team meet Jonathan?", ["Jon"]) == "Did team meet Jonathan?"
+    assert without_names("Where is New York?", ["York", "New York"]) == "Where is ?"
+    assert without_names("a+b (Mr. X) c", ["Mr. X"]) == "a+b ( ) c"
+    assert without_names("What did Caroline say?", []) == "What did Caroline say?"
+
+
+def test_without_names_keeps_the_text_when_nothing_would_be_left() -> None:
+    assert without_names("Melanie?", ["Melanie"]) == "Melanie?"
+    assert without_names("Melanie", ["Melanie", ""]) == "Melanie"

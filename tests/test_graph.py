@@ -47,8 +47,14 @@ def test_entities_and_aliases_are_stored(memory: Memory) -> None:
     assert {name for _, name, _ in found["john"]} == {"john", "john smith"}
     assert [count for _, _, count in found["caroline"]] == [1]
     mentioned = store.memory_entities(memory.profile, [a.key, b.key])
-    assert {name for _, name, _ in mentioned[a.key]} >= {"caroline", "john smith"}
-    assert {name for _, name, _ in mentioned[b.key]} >= {"melanie", "john"}
+    assert {name for _, name, _, _ in mentioned[a.key]} >= {"caroline", "john smith"}
+    assert {name for _, name, _, _ in mentioned[b.key]} >= {"melanie", "john"}
+    # the speaker flag marks who says it
+    assert {name for _, name, _, speaker in mentioned[a.key] if speaker} == {"caroline"}
+    assert {name for _, name, _, speaker in mentioned[b.key] if speaker} == {"melanie"}
+    ids = {name: entity for entity, name, _, _ in mentioned[a.key] + mentioned[b.key]}
+    assert store.speakers(memory.profile, list(ids.values())) == {ids["caroline"], ids["melanie"]}
+    assert store.speakers("someone-else", list(ids.values())) == set()
 
 
 def test_referenced_dates_resolve_against_event_time(memory: Memory) -> None:

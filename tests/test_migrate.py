@@ -88,7 +88,9 @@ def snapshot(location: str, profile: str) -> dict[str, Any]:
             "records": [r.to_dict() for r in records],
             "vectors": store.vectors(profile, keys).tobytes(),
             "feedback": store.source_feedback(profile, {r.source or "" for r in records}),
-            "entities": {id_of[k]: sorted((n, c) for _, n, c in v) for k, v in mentions.items()},
+            "entities": {
+                id_of[k]: sorted((n, c, s) for _, n, c, s in v) for k, v in mentions.items()
+            },
             "edges": sorted(
                 (id_of[k], id_of[dst], kind, round(weight, 4))
                 for k, out in edges.items()

@@ -62,3 +62,32 @@ def test_answers_outscore_unrelated_questions(real_memory: Memory, facts: list[s
         response = real_memory.recall(q, k=1)
         unrelated.append(0.0 if response.abstained else response.results[0].relevance_score)
     assert min(answered) > max(unrelated)
+
+
+CHAT = [
+    "Melanie: My kids and I made pottery bowls in a class on Saturday",
+    "Caroline: Melanie, your kids are so sweet! I love kids.",
+    "Caroline: Thanks, Melanie! Your kind words mean a lot.",
+    "Caroline: Wow, Melanie, that is awesome!",
+    "Melanie: We went camping at the beach with the kids last weekend",
+    "Caroline: I joined a mentorship program for LGBTQ youth",
+    "Caroline: Hey Melanie! Just wanted to say hi!",
+    "Melanie: Yeah, Caroline! I'll think about what we can do.",
+]
+
+
+def test_a_question_about_a_speaker_is_answered_by_what_they_said(real_memory: Memory) -> None:
+    """Every turn names Melanie, as its speaker or to address her; the answers are her own
+    turns on the topic, ahead of Caroline's turn about Melanie's kids."""
+    ids = [r.id for r in real_memory.remember_many([{"content": c} for c in CHAT])]
+    response = real_memory.recall("What did Melanie do with her kids?", k=4, trace=True)
+    ranked = [r.id for r in response.results]
+    assert set(ranked[:2]) == {ids[0], ids[4]}, [r.memory.content for r in response.results]
+    assert ranked[2] == ids[1]
+    assert response.trace is not None
+    # the names of people who speak in the store are left out of the embedded text ...
+    assert response.trace["query"]["embedded_text"] == "What did do with her kids?"
+    # ... other names stay in it, known or not
+    for name in ("Gina", "LGBTQ"):
+        trace = real_memory.recall(f"What did {name} do?", trace=True).trace
+        assert trace is not None and trace["query"]["embedded_text"] == f"What did {name} do?"

@@ -23,7 +23,7 @@ from slm.embed import Embedder, Matrix, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
 from slm.graphview import GraphView
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
-from slm.ingest.entities import query_entities
+from slm.ingest.entities import extract_entities, without_names
 from slm.ingest.timeexpr import is_when_question, query_window
 from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
@@ -348,13 +348,23 @@ class Memory:
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
         moment = validate.timestamp(now, "now") or datetime.now(UTC)
-        names = tuple(query_entities(text))
+        mentions = extract_entities(text)
+        names = tuple(m.key for m in mentions)
         words = tuple(query_terms(text))
         matches = self.store.find_entities(self.profile, names)
+        # People who speak in this store are matched exactly (BM25, the entity graph, the
+        # speaker boost); their names open or address nearly every memory, so in the query
+        # embedding they would drown the question's topic: it embeds the question without them.
+        found = {name: {e for e, _, _ in m} for name, m in matches.items()}
+        talking = self.store.speakers(self.profile, [e for ids in found.values() for e in ids])
+        topic = without_names(
+            text, [m.surface for m in mentions if found.get(m.key, set()) & talking]
+        )
         interpreted = Query(
             text=text,
             profile=self.profile,
-            vector=self.embedder.embed_batch([text])[0],
+            vector=self.embedder.embed_batch([topic])[0],
+            embedded_text=topic,
             terms=words,
             lexicon=Lexicon(self.store, self.profile, words),
             graph=GraphView(self.store, self.profile),

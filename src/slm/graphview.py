@@ -12,7 +12,7 @@ from slm.store import Store
 
 T = TypeVar("T")
 Edge = tuple[int, str, float]
-Mention = tuple[int, str, int]
+Mention = tuple[int, str, int, int]
 
 
 class GraphView:
@@ -27,7 +27,8 @@ class GraphView:
         return _cached(self._edges, keys, lambda ks: self._store.edges_from(self._profile, ks))
 
     def mentions(self, keys: Iterable[int]) -> Mapping[int, list[Mention]]:
-        """Entities (id, name, mention count) each key mentions, for keys that mention any."""
+        """Entities (id, name, mention count, speaker flag) each key mentions, for keys that
+        mention any."""
         return _cached(
             self._mentions, keys, lambda ks: self._store.memory_entities(self._profile, ks)
         )

@@ -149,7 +149,11 @@ def admitted(
 
 
 def entity_graph_boosts(
-    store: Store, query: Query, fused: Mapping[int, float], settings: Settings
+    store: Store,
+    query: Query,
+    fused: Mapping[int, float],
+    evidence: Mapping[int, Evidence],
+    settings: Settings,
 ) -> dict[int, float]:
     keys = list(fused)
     if not keys:
@@ -162,11 +166,14 @@ def entity_graph_boosts(
     best = fused[ordered[0]]
     return fusion.entity_graph_boost(
         query_entities=groups,
-        candidate_entities={k: frozenset(e for e, _, _ in mentioned.get(k, [])) for k in keys},
+        candidate_entities={k: frozenset(e for e, _, _, _ in mentioned.get(k, [])) for k in keys},
+        speakers={k: frozenset(e for e, _, _, s in mentioned.get(k, []) if s) for k in keys},
         adjacency={k: {n: kind for n, kind, _ in edges.get(k, [])} for k in keys},
         leaders={k: fused[k] / best for k in ordered[:LEADERS]},
         entity_weight=settings.entity_boost,
         graph_weight=settings.graph_boost,
+        speaker_weight=settings.speaker_boost,
+        relevance={k: evidence[k].relevance for k in keys},
     )
 
 
@@ -188,7 +195,8 @@ def run_recall(
     passed = admitted(store, query, evidence, rankings.get("spreading", ()))
     survivors = {key: fused[key] for key in passed}
     leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
-    boosts = entity_graph_boosts(store, query, {k: survivors[k] for k in leading}, settings)
+    leaders = {k: survivors[k] for k in leading}
+    boosts = entity_graph_boosts(store, query, leaders, evidence, settings)
     ranking = {
         key: score + boosts.get(key, 0.0) + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
@@ -260,6 +268,7 @@ def _interpretation(query: Query) -> dict[str, Any]:
     window = query.window
     return {
         "text": query.text,
+        "embedded_text": query.embedded_text or query.text,
         "terms": list(query.terms),
         "now": query.now.isoformat(),
         "entities": {

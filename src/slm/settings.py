@@ -48,6 +48,9 @@ class Settings:
         legacy_aliases: also emit ``score`` and ``confidence`` in results (contract v2 aliases).
         entity_boost: post-fusion boost for sharing all of the query's entities.
         graph_boost: post-fusion boost for being linked to one of the top 3 fused candidates.
+        speaker_boost: post-fusion boost for being spoken by an entity the query names (the
+            memory reads ``"Name: ..."`` and the question asks about Name), times the
+            memory's ``relevance_score``.
         evidence_weight: weight of ``relevance_score`` added to the fused score when ranking.
         hopfield_beta, hopfield_steps: inverse temperature and update count of the Hopfield
             channel (see ``slm.channels.hopfield``).
@@ -72,6 +75,7 @@ class Settings:
     hopfield_beta: float = 20.0
     hopfield_steps: int = 3
     graph_boost: float = 0.01
+    speaker_boost: float = 0.05
 
     def __post_init__(self) -> None:
         for name in (*self.channels, *self.required_channels, *self.weights):

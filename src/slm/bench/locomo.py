@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slm.bench.metrics import auroc, hit_at, percentile, recall_at, reciprocal_rank
+from slm.embed import Embedder, make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
 from slm.ingest.timeexpr import parse_locomo_datetime
@@ -196,15 +197,19 @@ def score(positives: Sequence[Answer], negatives: Sequence[Answer]) -> dict[str,
 
 
 @contextmanager
-def _store(dsn: str | None, settings: Settings, run_id: str, sample: str) -> Iterator[Memory]:
+def _store(
+    dsn: str | None, settings: Settings, embedder: Embedder, run_id: str, sample: str
+) -> Iterator[Memory]:
     profile = re.sub(r"[^A-Za-z0-9_.-]", "_", f"locomo-{run_id}-{sample}")[:64]
     if dsn is not None:
-        with Memory(dsn=dsn, profile=profile, settings=settings) as memory:
+        with Memory(dsn=dsn, profile=profile, settings=settings, embedder=embedder) as memory:
             yield memory
         return
     with (
         tempfile.TemporaryDirectory(prefix="slm-locomo-") as tmp,
-        Memory(Path(tmp) / "locomo.db", profile=profile, settings=settings) as memory,
+        Memory(
+            Path(tmp) / "locomo.db", profile=profile, settings=settings, embedder=embedder
+        ) as memory,
     ):
         yield memory
 
@@ -231,9 +236,11 @@ def run(
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)
     run_id, ingest_ms, memories = uuid.uuid4().hex[:8], 0.0, 0
+    # One model per run, as in one agent process; its load counts in the first ingest.
+    embedder = make_embedder(settings.embedder)
     for index, conv in enumerate(data):
         other = data[(index + 1) % len(data)] if len(data) > 1 else None
-        with _store(dsn, settings, run_id, conv.sample_id) as memory:
+        with _store(dsn, settings, embedder, run_id, conv.sample_id) as memory:
             start = time.perf_counter()
             records = memory.remember_many(conv.turns)
             ingest_ms += (time.perf_counter() - start) * 1000

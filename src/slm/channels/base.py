@@ -54,6 +54,8 @@ class Query:
     entity_ids: Mapping[str, tuple[tuple[int, int], ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
+    #: the text the query vector embeds (the question without the names the store knows)
+    embedded_text: str = ""
     #: the time window the question refers to, if any
     window: TimeSpan | None = None
     #: whether the question asks when something happened

@@ -110,7 +110,7 @@ class SpreadingChannel:
                 out_memories[neighbour] += DECAY * memories[key] * weight / len(edges)
         mentions = {} if last else graph.mentions(keys)
         for key, mentioned in mentions.items():
-            for entity, _, count in mentioned:
+            for entity, _, count, _ in mentioned:
                 out_entities[entity] += DECAY * memories[key] / len(mentioned)
                 degree_of[entity] = count
         shares = {

@@ -43,7 +43,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["Mention", "entity_key", "extract_entities", "query_entities", "resolve_aliases"]
+__all__ = [
+    "Mention",
+    "entity_key",
+    "extract_entities",
+    "query_entities",
+    "resolve_aliases",
+    "without_names",
+]
 
 MAX_KEY_LEN = 64
 _MAX_RUN = 6
@@ -360,6 +367,17 @@ def extract_entities(text: str) -> list[Mention]:
 def query_entities(text: str) -> list[str]:
     """Entity keys of a question, in order. Lower-case names are not found (see module doc)."""
     return [m.key for m in extract_entities(text)]
+
+
+def without_names(text: str, surfaces: Iterable[str]) -> str:
+    """``text`` with every whole-word occurrence of the given names (and a possessive right
+    after one) taken out and spaces collapsed; ``text`` itself when nothing would be left."""
+    out = text
+    for surface in sorted(set(surfaces), key=len, reverse=True):
+        if surface.strip():
+            out = re.sub(rf"(?<!\w){re.escape(surface)}(?:['\u2019]s)?(?!\w)", " ", out)
+    out = " ".join(out.split())
+    return out if any(c.isalnum() for c in out) else text
 
 
 def _first_name(key: str) -> str | None:

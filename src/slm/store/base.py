@@ -140,6 +140,9 @@ class Store(Protocol):
         """Entities matching each name (itself, or the one full name a first name starts),
         as (entity id, name, number of memories mentioning it)."""
 
+    def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
+        """Those of ``entities`` that speak in at least one memory (``"Name: ..."``)."""
+
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
     ) -> dict[int, list[int]]:
@@ -147,8 +150,9 @@ class Store(Protocol):
 
     def memory_entities(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, int]]]:
-        """Entities mentioned by each memory, as (entity id, name, mention count)."""
+    ) -> dict[int, list[tuple[int, str, int, int]]]:
+        """Entities mentioned by each memory, as (entity id, name, mention count, speaker
+        flag: 1 when the entity is the memory's speaker, 0 otherwise)."""
 
     def edges_from(
         self, profile: str, keys: Sequence[int]

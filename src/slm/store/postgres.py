@@ -397,6 +397,10 @@ class PostgresStore:
         with self._cursor() as cur:
             return graph.find_entities(cur, profile, names)
 
+    def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
+        with self._cursor() as cur:
+            return graph.speakers(cur, profile, entities)
+
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
     ) -> dict[int, list[int]]:
@@ -405,7 +409,7 @@ class PostgresStore:
 
     def memory_entities(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, int]]]:
+    ) -> dict[int, list[tuple[int, str, int, int]]]:
         with self._cursor() as cur:
             return graph.memory_entities(cur, profile, keys)
 

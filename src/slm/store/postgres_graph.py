@@ -206,18 +206,29 @@ def entity_members(
     return out
 
 
+def speakers(cur: Cursor[Any], profile: str, entities: Sequence[int]) -> set[int]:
+    """Those of the profile's ``entities`` with a speaker mention (one probe of the partial
+    index ``mentions_speaker`` each)."""
+    cur.execute(
+        "SELECT id FROM unnest(%s::bigint[]) AS id WHERE EXISTS (SELECT 1 FROM mentions m "
+        "WHERE m.entity = id AND m.speaker = 1 AND m.profile = %s)",
+        (list(dict.fromkeys(entities)), profile),
+    )
+    return {row[0] for row in cur.fetchall()}
+
+
 def memory_entities(
     cur: Cursor[Any], profile: str, keys: Sequence[int]
-) -> dict[int, list[tuple[int, str, int]]]:
-    """Entities each memory mentions, as (id, name, mention count)."""
+) -> dict[int, list[tuple[int, str, int, int]]]:
+    """Entities each memory mentions, as (id, name, mention count, speaker flag 1 or 0)."""
     cur.execute(
-        "SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
+        "SELECT m.key, e.id, e.name, e.mentions, m.speaker FROM mentions m JOIN entities e "
         "ON e.id = m.entity WHERE m.profile = %s AND m.key = ANY(%s) ORDER BY m.key, e.id",
         (profile, list(keys)),
     )
-    out: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
-    for key, entity, name, count in cur.fetchall():
-        out[key].append((entity, name, count))
+    out: dict[int, list[tuple[int, str, int, int]]] = defaultdict(list)
+    for key, entity, name, count, speaker in cur.fetchall():
+        out[key].append((entity, name, count, speaker))
     return dict(out)
 
 

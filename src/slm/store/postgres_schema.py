@@ -116,6 +116,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memory_times_long ON memory_times (profile, start_us)
         WHERE end_us - start_us > 5356800000000;
     """,
+    """
+    CREATE INDEX mentions_speaker ON mentions (entity) WHERE speaker = 1;
+    """,
 )
 
 

@@ -424,6 +424,9 @@ class SQLiteStore:
     ) -> dict[str, list[tuple[int, str, int]]]:
         return self._conn.read(lambda db: graph.find_entities(db, profile, names))
 
+    def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
+        return self._conn.read(lambda db: graph.speakers(db, profile, entities))
+
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
     ) -> dict[int, list[int]]:
@@ -431,7 +434,7 @@ class SQLiteStore:
 
     def memory_entities(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, int]]]:
+    ) -> dict[int, list[tuple[int, str, int, int]]]:
         return self._conn.read(lambda db: graph.memory_entities(db, profile, keys))
 
     def edges_from(

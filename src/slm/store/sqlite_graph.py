@@ -205,13 +205,27 @@ def entity_members(
     return out
 
 
+def speakers(db: sqlite3.Connection, profile: str, entities: Sequence[int]) -> set[int]:
+    """Those of the profile's ``entities`` with a speaker mention (one probe of the partial
+    index ``mentions_speaker`` each)."""
+    return {
+        entity
+        for entity in dict.fromkeys(entities)
+        if db.execute(
+            "SELECT 1 FROM mentions m JOIN entities e ON e.id = m.entity "
+            "WHERE m.entity = ? AND m.speaker = 1 AND e.profile = ? LIMIT 1",
+            (entity, profile),
+        ).fetchone()
+    }
+
+
 def memory_entities(
     db: sqlite3.Connection, profile: str, keys: Sequence[int]
-) -> dict[int, list[tuple[int, str, int]]]:
-    """Entities each memory mentions, as (id, name, mention count)."""
+) -> dict[int, list[tuple[int, str, int, int]]]:
+    """Entities each memory mentions, as (id, name, mention count, speaker flag 1 or 0)."""
     return _grouped(
         db,
-        "SELECT m.key, e.id, e.name, e.mentions FROM mentions m JOIN entities e "
+        "SELECT m.key, e.id, e.name, e.mentions, m.speaker FROM mentions m JOIN entities e "
         "ON e.id = m.entity WHERE +e.profile = ? AND m.key IN ({marks})",
         profile,
         keys,

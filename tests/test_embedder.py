@@ -1,0 +1,36 @@
+"""The MiniLM embedder: batching never changes a vector, and runs stay within their budget."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slm.embed.minilm import RUN_TOKENS, MiniLMEmbedder, runs
+
+
+def test_runs_cover_every_text_once_within_the_budget() -> None:
+    lengths = [3, 250, 17, 17, 9, 120, 256, 40, 5, 64, 64, 2] * 5
+    grouped = runs(lengths)
+    assert sorted(i for run in grouped for i in run) == list(range(len(lengths)))
+    for run in grouped:
+        width = max(lengths[i] for i in run)
+        assert len(run) == 1 or len(run) * width <= RUN_TOKENS
+    # sorted by length, so padding is small: a run's texts are neighbours in length order
+    widths = [max(lengths[i] for i in run) for run in grouped]
+    assert widths == sorted(widths)
+
+
+def test_a_text_gets_the_same_vector_alone_and_in_any_batch(minilm: MiniLMEmbedder) -> None:
+    texts = [
+        "ok",
+        "Caroline went to the LGBTQ support group on 7 May 2023.",
+        "Melanie painted a sunrise over the lake last year and hung it in her kitchen. " * 6,
+        "a",
+        "What did the team decide about the database migration on Friday?",
+    ] * 7
+    together = minilm.embed_batch(texts)
+    alone = np.vstack([minilm.embed_batch([t]) for t in texts[:5]])
+    assert together.shape == (len(texts), 384)
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+    for row, text in enumerate(texts):
+        assert np.allclose(together[row], alone[row % 5], atol=1e-4), text
+    assert minilm.embed_batch([]).shape == (0, 384)
