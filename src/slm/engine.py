@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import islice
@@ -36,6 +37,8 @@ log = logging.getLogger("slm")
 log.addHandler(logging.NullHandler())
 
 _EMBEDDER_META = "embedder"
+#: Threads that embed questions while their recalls read the lexical index.
+QUERY_THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class Memory:
         self.embedder = embedder if embedder is not None else make_embedder(self.settings.embedder)
         if path is None and dsn is None:
             path = default_db_path()
+        # Threads start on first use, so an instance that fails to open leaves none behind.
+        self._queries = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="slm-query")
         self.store: Store = open_store(path=path, dsn=dsn, dim=self.embedder.dim)
         try:
             self._check_embedder()
@@ -145,6 +150,7 @@ class Memory:
         self.close()
 
     def close(self) -> None:
+        self._queries.shutdown(wait=True)
         self.store.close()
 
     # -- writing ------------------------------------------------------------------------
@@ -360,13 +366,21 @@ class Memory:
         topic = without_names(
             text, [m.surface for m in mentions if found.get(m.key, set()) & talking]
         )
+        # The model runs in another thread (onnxruntime releases the GIL) while this one
+        # reads the query's postings, which do not depend on the embedding.
+        embedding = self._queries.submit(self.embedder.embed_batch, [topic])
+        lexicon = Lexicon(self.store, self.profile, words)
+        try:
+            lexicon.prefetch()
+        finally:
+            vector = embedding.result()[0]
         interpreted = Query(
             text=text,
             profile=self.profile,
-            vector=self.embedder.embed_batch([topic])[0],
+            vector=vector,
             embedded_text=topic,
             terms=words,
-            lexicon=Lexicon(self.store, self.profile, words),
+            lexicon=lexicon,
             graph=GraphView(self.store, self.profile),
             now=moment,
             filters=filters,

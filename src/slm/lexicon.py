@@ -55,6 +55,10 @@ class Lexicon:
         df = self.stats.df
         return frozenset(t for t, p in self.postings.items() if df.get(t, 0) > len(p.keys))
 
+    def prefetch(self) -> None:
+        """Read the statistics and postings now (they are otherwise read on first use)."""
+        _ = self.stats, self.postings, self.truncated
+
     def terms_of(self, keys: Iterable[int]) -> Mapping[int, tuple[str, ...]]:
         """The stored terms of each memory (read once per key per query)."""
         missing = [key for key in dict.fromkeys(keys) if key not in self._docs]
