@@ -212,3 +212,23 @@ def test_forget_works_on_a_store_with_a_stale_index(memory: Memory) -> None:
     execute(memory, "DELETE FROM lex_docs")
     assert memory.forget([record.id]) == [record.id]
     assert memory.count() == 0
+
+
+def test_only_speakers_found_everywhere_are_left_out_of_the_query_embedding(
+    memory: Memory,
+) -> None:
+    """Amy speaks in every memory (her name tells the memories apart no better than "the");
+    Zed speaks in one of 21 and Bob never speaks: their names stay in the embedded text."""
+    memory.remember_many(
+        [{"content": f"Amy: note number {i} about the garden, Bob"} for i in range(20)]
+        + [{"content": "Zed: the shed roof leaks"}]
+    )
+
+    def embedded(question: str) -> str:
+        trace = memory.recall(question, trace=True).trace
+        assert trace is not None
+        return str(trace["query"]["embedded_text"])
+
+    assert embedded("What did Amy say about the garden?") == "What did say about the garden?"
+    assert embedded("What did Zed say about the roof?") == "What did Zed say about the roof?"
+    assert embedded("What did Amy tell Bob?") == "What did tell Bob?"
