@@ -232,3 +232,24 @@ def test_only_speakers_found_everywhere_are_left_out_of_the_query_embedding(
     assert embedded("What did Amy say about the garden?") == "What did say about the garden?"
     assert embedded("What did Zed say about the roof?") == "What did Zed say about the roof?"
     assert embedded("What did Amy tell Bob?") == "What did tell Bob?"
+
+
+def test_a_crowded_time_window_is_reported_not_read(memory: Memory) -> None:
+    memory.remember_many(
+        [
+            {"content": f"garden note {i}", "event_time": f"2024-01-{i + 1:02d}T10:00:00Z"}
+            for i in range(12)
+        ]
+    )
+    store, profile = memory.store, memory.profile
+    start, end = timestamp("2024-01-01"), timestamp("2024-02-01")
+    assert start is not None and end is not None
+    window = (to_micros(start), to_micros(end))
+    found = store.time_overlaps(profile, *window, 12)
+    assert found is not None and len(found) == 12
+    assert store.time_overlaps(profile, *window, 11) is None
+    # a referenced date in the window counts as much as an event time
+    memory.remember("We booked the dinner for January 20, 2024", event_time="2023-12-01T10:00:00Z")
+    assert store.time_overlaps(profile, *window, 12) is None
+    found = store.time_overlaps(profile, *window, 13)
+    assert found is not None and len(found) == 13

@@ -89,10 +89,8 @@ class TemporalChannel:
         assert query.window is not None
         start, end = to_micros(query.window.start), to_micros(query.window.end)
         margin = min((end - start) // 2, MAX_MARGIN_US)
-        found = self._store.time_overlaps(
-            query.profile, start - margin, end + margin, WINDOW_CAP + 1
-        )
-        if len(found) > WINDOW_CAP:
+        found = self._store.time_overlaps(query.profile, start - margin, end + margin, WINDOW_CAP)
+        if found is None:
             found = self._topical_in_window(query, start - margin, end + margin)
         keys = [key for key in found if query.admits(key)]
         if not keys:

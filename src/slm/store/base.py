@@ -161,9 +161,10 @@ class Store(Protocol):
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int
-    ) -> dict[int, tuple[int, int]]:
+    ) -> dict[int, tuple[int, int]] | None:
         """Memories whose event time or a referenced date falls in [start, end) (microseconds),
-        with the matching (start, end)."""
+        with the matching (start, end); ``None`` when more than ``limit`` match (found out
+        by counting, without reading them)."""
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         """Event time of each memory, in microseconds since the epoch."""

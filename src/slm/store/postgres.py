@@ -421,7 +421,7 @@ class PostgresStore:
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int
-    ) -> dict[int, tuple[int, int]]:
+    ) -> dict[int, tuple[int, int]] | None:
         with self._cursor() as cur:
             return graph.time_overlaps(cur, profile, start, end, limit)
 

@@ -249,11 +249,20 @@ def edges_from(
 
 def time_overlaps(
     cur: Cursor[Any], profile: str, start: int, end: int, limit: int
-) -> dict[int, tuple[int, int]]:
+) -> dict[int, tuple[int, int]] | None:
     """Memories whose event time falls in [start, end) or whose referenced dates overlap it.
 
-    Returns key -> (start, end) of the matching time (event time as a zero-length span).
+    Returns key -> (start, end) of the matching time (event time as a zero-length span), or
+    None when more than ``limit`` memories match (counted by the server, not read).
     """
+    cur.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memories WHERE profile = %s AND event_time >= %s "
+        "AND event_time < %s LIMIT %s) AS crowd",
+        (profile, start, end, limit + 1),
+    )
+    row = cur.fetchone()
+    if row is not None and row[0] > limit:
+        return None
     cur.execute(
         "SELECT key, event_time FROM memories WHERE profile = %s AND event_time >= %s "
         "AND event_time < %s ORDER BY event_time, key LIMIT %s",
@@ -266,13 +275,13 @@ def time_overlaps(
             "SELECT key, start_us, end_us FROM memory_times WHERE profile = %s "
             f"AND start_us < %s AND start_us > %s AND end_us > %s{longer} "
             "ORDER BY start_us, key LIMIT %s",
-            (profile, end, start - lookback, start, limit),
+            (profile, end, start - lookback, start, limit + 1),
         )
         spans += cur.fetchall()
-    ordered = sorted(set(spans), key=lambda r: (r[1], r[0], r[2]))[:limit]
+    ordered = sorted(set(spans), key=lambda r: (r[1], r[0], r[2]))[: limit + 1]
     for key, span_start, span_end in ordered:
         found.setdefault(key, (span_start, span_end))
-    return found
+    return found if len(found) <= limit else None
 
 
 def referenced_times(

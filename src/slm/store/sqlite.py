@@ -444,7 +444,7 @@ class SQLiteStore:
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int
-    ) -> dict[int, tuple[int, int]]:
+    ) -> dict[int, tuple[int, int]] | None:
         return self._conn.read(lambda db: graph.time_overlaps(db, profile, start, end, limit))
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:

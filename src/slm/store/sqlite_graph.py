@@ -246,11 +246,20 @@ def edges_from(
 
 def time_overlaps(
     db: sqlite3.Connection, profile: str, start: int, end: int, limit: int
-) -> dict[int, tuple[int, int]]:
+) -> dict[int, tuple[int, int]] | None:
     """Memories whose event time falls in [start, end) or whose referenced dates overlap it.
 
-    Returns key -> (start, end) of the matching time (event time as a zero-length span).
+    Returns key -> (start, end) of the matching time (event time as a zero-length span), or
+    None when more than ``limit`` memories match: a crowded window is counted inside SQLite,
+    not read row by row.
     """
+    (events,) = db.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM memories WHERE profile = ? AND event_time >= ? "
+        "AND event_time < ? LIMIT ?)",
+        (profile, start, end, limit + 1),
+    ).fetchone()
+    if events > limit:
+        return None
     found: dict[int, tuple[int, int]] = {}
     rows = db.execute(
         "SELECT key, event_time FROM memories WHERE profile = ? AND event_time >= ? "
@@ -266,13 +275,13 @@ def time_overlaps(
             "SELECT rowid, key, start_us, end_us FROM memory_times WHERE profile = ? "
             f"AND start_us < ? AND start_us > ? AND end_us > ?{longer} "
             "ORDER BY start_us, rowid LIMIT ?",
-            (profile, end, start - lookback, start, limit),
+            (profile, end, start - lookback, start, limit + 1),
         ):
             spans[rowid] = (key, span_start, span_end)
-    ordered = sorted(spans.items(), key=lambda item: (item[1][1], item[0]))[:limit]
+    ordered = sorted(spans.items(), key=lambda item: (item[1][1], item[0]))[: limit + 1]
     for _, (key, span_start, span_end) in ordered:
         found.setdefault(key, (span_start, span_end))
-    return found
+    return found if len(found) <= limit else None
 
 
 def referenced_times(
