@@ -28,6 +28,7 @@ from slm.ingest.entities import Mention, extract_entities, without_names
 from slm.ingest.timeexpr import is_when_question, query_window
 from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
+from slm.native import single_threaded
 from slm.recall import run_recall
 from slm.settings import ALL_CHANNELS, Settings, default_db_path
 from slm.store import Filters, Store, open_store
@@ -357,40 +358,41 @@ class Memory:
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
         moment = validate.timestamp(now, "now") or datetime.now(UTC)
-        mentions = extract_entities(text)
-        names = tuple(m.key for m in mentions)
-        words = tuple(query_terms(text))
-        matches = self.store.find_entities(self.profile, names)
-        lexicon = Lexicon(self.store, self.profile, words)
-        topic = without_names(
-            text, _everywhere(self.store, self.profile, mentions, matches, lexicon.stats.n_docs)
-        )
-        # The model runs in another thread (onnxruntime releases the GIL) while this one
-        # reads the query's postings, which do not depend on the embedding.
-        embedding = self._queries.submit(self.embedder.embed_batch, [topic])
-        try:
-            lexicon.prefetch()
-        finally:
-            vector = embedding.result()[0]
-        interpreted = Query(
-            text=text,
-            profile=self.profile,
-            vector=vector,
-            embedded_text=topic,
-            terms=words,
-            lexicon=lexicon,
-            graph=GraphView(self.store, self.profile),
-            now=moment,
-            filters=filters,
-            allowed=allowed,
-            entities=names,
-            entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
-            window=query_window(text, moment),
-            when=is_when_question(text),
-        )
-        response, runs = run_recall(
-            self.store, self.channels, settings, interpreted, k, want_trace=trace
-        )
+        with single_threaded():  # see slm.native
+            mentions = extract_entities(text)
+            names = tuple(m.key for m in mentions)
+            words = tuple(query_terms(text))
+            matches = self.store.find_entities(self.profile, names)
+            lexicon = Lexicon(self.store, self.profile, words)
+            topic = without_names(
+                text, _everywhere(self.store, self.profile, mentions, matches, lexicon.stats.n_docs)
+            )
+            # The model runs in another thread (onnxruntime releases the GIL) while this one
+            # reads the query's postings, which do not depend on the embedding.
+            embedding = self._queries.submit(self.embedder.embed_batch, [topic])
+            try:
+                lexicon.prefetch()
+            finally:
+                vector = embedding.result()[0]
+            interpreted = Query(
+                text=text,
+                profile=self.profile,
+                vector=vector,
+                embedded_text=topic,
+                terms=words,
+                lexicon=lexicon,
+                graph=GraphView(self.store, self.profile),
+                now=moment,
+                filters=filters,
+                allowed=allowed,
+                entities=names,
+                entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
+                window=query_window(text, moment),
+                when=is_when_question(text),
+            )
+            response, runs = run_recall(
+                self.store, self.channels, settings, interpreted, k, want_trace=trace
+            )
         for run in runs:
             if run.error is not None:
                 self._channel_errors[run.name] = run.error
