@@ -206,13 +206,16 @@ def entity_members(
 
 
 def speakers(db: sqlite3.Connection, profile: str, entities: Sequence[int]) -> set[int]:
-    """Those of the profile's ``entities`` with a speaker mention (one probe of the partial
-    index ``mentions_speaker`` each)."""
+    """Those of the profile's ``entities`` with a speaker mention: one probe of the partial
+    index ``mentions_speaker`` each. Left to itself the planner walks the entity's mentions
+    by primary key: for the non-speakers among the 1M benchmark store's 400 most mentioned
+    entities (up to 18,000 mentions) that took 0.37 ms each on average, against 0.01."""
     return {
         entity
         for entity in dict.fromkeys(entities)
         if db.execute(
-            "SELECT 1 FROM mentions m JOIN entities e ON e.id = m.entity "
+            "SELECT 1 FROM mentions m INDEXED BY mentions_speaker "
+            "JOIN entities e ON e.id = m.entity "
             "WHERE m.entity = ? AND m.speaker = 1 AND e.profile = ? LIMIT 1",
             (entity, profile),
         ).fetchone()
