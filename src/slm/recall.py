@@ -195,8 +195,8 @@ def run_recall(
     passed = admitted(store, query, evidence, rankings.get("spreading", ()))
     survivors = {key: fused[key] for key in passed}
     leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
-    leaders = {k: survivors[k] for k in leading}
-    boosts = entity_graph_boosts(store, query, leaders, evidence, settings)
+    boosted = {k: survivors[k] for k in leading}
+    boosts = entity_graph_boosts(store, query, boosted, evidence, settings)
     ranking = {
         key: score + boosts.get(key, 0.0) + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()

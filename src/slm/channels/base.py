@@ -54,7 +54,8 @@ class Query:
     entity_ids: Mapping[str, tuple[tuple[int, int], ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    #: the text the query vector embeds (the question without the names the store knows)
+    #: the text the query vector embeds: the question without the names of people who speak
+    #: in a large share of the store (``engine._everywhere``)
     embedded_text: str = ""
     #: the time window the question refers to, if any
     window: TimeSpan | None = None
