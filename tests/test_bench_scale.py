@@ -125,7 +125,8 @@ def test_small_run_reports_everything_and_plots(
     runner = CliRunner()
     store = tmp_path / "store"
     out = tmp_path / "report.json"
-    args = ["bench", "scale", "--n", "500", "--queries", "10", "--extra", "40", "--json"]
+    args = ["bench", "scale", "--n", "500", "--queries", "10", "--extra", "40", "--singles", "5"]
+    args += ["--json"]
     args += ["--dir", str(store), "--cache-dir", str(cache), "--out", str(out)]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -134,6 +135,8 @@ def test_small_run_reports_everything_and_plots(
     assert report["n"] == 500 and report["vectors"] == "composed"
     assert report["ingest_per_s"] > 0 and report["ingest_memories"] == 40
     assert report["ingest_per_s_precomputed"] > 0
+    single = report["remember_ms"]
+    assert 0 < single["p50"] <= single["p95"] <= single["max"]
     latency = report["latency_ms"]
     assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
     assert report["channels_ran"]["queries"] == 10

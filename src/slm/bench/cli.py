@@ -106,6 +106,13 @@ def locomo(
     help="Memories ingested with the real model after the bulk load (the default-model rate).",
 )
 @click.option(
+    "--singles",
+    type=click.IntRange(0),
+    default=50,
+    show_default=True,
+    help="Memories then stored one remember call each (single-call latency, model included).",
+)
+@click.option(
     "--cache-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Token-vector cache (default: the user cache directory, slm/bench).",
@@ -120,6 +127,7 @@ def scale(
     keep: bool,
     real_vectors: bool,
     extra: int,
+    singles: int,
     cache_dir: Path | None,
 ) -> None:
     """Ingest rate, recall latency, memory and disk at N synthetic memories (docs/benchmarks.md)."""
@@ -139,6 +147,7 @@ def scale(
         settings=Settings.from_env(),
         cache_dir=cache_dir,
         extra=extra,
+        singles=singles,
         progress=progress,
     )
     flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")

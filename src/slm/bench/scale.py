@@ -20,7 +20,9 @@ One run, for N synthetic memories:
    20 of them again with ``trace=True``: which channels ran, how many returned candidates,
    and their mean time. The process reports its peak RSS (``peak_rss_mb``).
 3. Default-model ingest. Back in this process, ``extra`` (1,000) further memories go into the
-   same store in batches of 500, embedded by the store's own model: ``ingest_per_s``.
+   same store in batches of 500, embedded by the store's own model: ``ingest_per_s``. Then
+   ``SINGLES`` (50) more, one ``Memory.remember`` call each, model included, each timed
+   alone: ``remember_ms`` (the model is loaded before the clock starts).
 
 The store is deleted afterwards unless ``keep``.
 """
@@ -61,6 +63,8 @@ TRACED = 20
 BULK_BATCH = synth.CHUNK
 EXTRA = 1000
 EXTRA_BATCH = 500
+#: Memories stored one ``remember`` call each after the batched model ingest.
+SINGLES = 50
 STORE_NAME = "scale.db"
 
 Progress = Callable[[str], None]
@@ -183,6 +187,7 @@ def run(
     settings: Settings | None = None,
     cache_dir: Path | None = None,
     extra: int = EXTRA,
+    singles: int = SINGLES,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring) and return the report."""
@@ -208,7 +213,7 @@ def run(
         report["disk_bytes_per_memory"] = round(report["disk_bytes"] / n, 1)
         say(f"store: {report['disk_bytes'] / 2**20:.1f} MiB on disk; serving in a new process")
         report.update(serve_in_subprocess(db, settings, asked))
-        report.update(_default_ingest(gen, db, settings, embedder, extra, say))
+        report.update(model_ingest(gen, db, settings, embedder, extra, say, singles))
     finally:
         if not keep:
             _remove_store(folder, db, temporary=directory is None)
@@ -291,24 +296,60 @@ def _bulk(
     return out, found
 
 
-def _default_ingest(
-    gen: synth.Synth, db: Path, settings: Settings, embedder: Embedder, extra: int, say: Progress
+def model_ingest(
+    gen: synth.Synth,
+    db: Path,
+    settings: Settings,
+    embedder: Embedder,
+    extra: int,
+    say: Progress,
+    singles: int = SINGLES,
 ) -> dict[str, Any]:
-    """Step 3: ``extra`` memories embedded by the store's model, batches of ``EXTRA_BATCH``."""
-    if extra <= 0:
-        return {"ingest_per_s": None, "ingest_memories": 0, "ingest_batch": EXTRA_BATCH}
+    """Step 3: ``extra`` memories embedded by the store's model, batches of ``EXTRA_BATCH``,
+    then ``singles`` more stored one ``remember`` call each."""
+    if extra <= 0 and singles <= 0:
+        return {
+            "ingest_per_s": None,
+            "ingest_memories": 0,
+            "ingest_batch": EXTRA_BATCH,
+            "remember_ms": None,
+        }
     say(f"default-model ingest: {extra:,} more memories, batches of {EXTRA_BATCH}")
+    items = [item for batch in gen.extra(extra + singles, EXTRA_BATCH) for item in batch.items]
     embedder.embed_batch(["load the model before the clock starts"])
-    elapsed = 0.0
+    elapsed, single_ms = 0.0, []
     with Memory(db, settings=settings, embedder=embedder) as memory:
-        for batch in gen.extra(extra, EXTRA_BATCH):
-            start = time.perf_counter()
-            memory.remember_many(batch.items)
-            elapsed += time.perf_counter() - start
+        for start in range(0, extra, EXTRA_BATCH):
+            batch = items[start : min(start + EXTRA_BATCH, extra)]
+            clock = time.perf_counter()
+            memory.remember_many(batch)
+            elapsed += time.perf_counter() - clock
+        if singles:
+            say(f"single remember: {singles} memories, one call each")
+        for item in items[extra:]:
+            clock = time.perf_counter()
+            memory.remember(
+                item.content,
+                event_time=item.event_time,
+                source=item.source,
+                metadata=item.metadata,
+            )
+            single_ms.append((time.perf_counter() - clock) * 1000)
     return {
-        "ingest_per_s": round(extra / elapsed, 1),
+        "ingest_per_s": round(extra / elapsed, 1) if extra else None,
         "ingest_memories": extra,
         "ingest_batch": EXTRA_BATCH,
+        "remember_ms": _spread(single_ms) if single_ms else None,
+    }
+
+
+def _spread(ms: Sequence[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(ms, 50), 3),
+        "p95": round(percentile(ms, 95), 3),
+        "p99": round(percentile(ms, 99), 3),
+        "mean": round(sum(ms) / len(ms), 3),
+        "max": round(max(ms), 3),
     }
 
 
@@ -376,13 +417,7 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
         memory.close()
     return {
         "open_to_first_recall_s": round(opened, 3),
-        "latency_ms": {
-            "p50": round(percentile(latencies, 50), 3),
-            "p95": round(percentile(latencies, 95), 3),
-            "p99": round(percentile(latencies, 99), 3),
-            "mean": round(sum(latencies) / len(latencies), 3),
-            "max": round(max(latencies), 3),
-        },
+        "latency_ms": _spread(latencies),
         "hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 4),
         "hit@10": round(sum(0 < r <= K for r in ranks) / len(ranks), 4),
         "abstained": round(abstained / len(ranks), 4),
@@ -429,7 +464,7 @@ def _by_kind(questions: Sequence[Mapping[str, Any]], ranks: Sequence[int]) -> di
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as a short Markdown table."""
     lat, chan = report["latency_ms"], report["channels_ran"]
-    rate = report["ingest_per_s"]
+    rate, single = report["ingest_per_s"], report.get("remember_ms")
     rows = [
         (
             "bulk ingest, precomputed vectors",
@@ -442,6 +477,12 @@ def markdown(report: Mapping[str, Any]) -> str:
             if rate is None
             else f"{rate:,.1f} memories/s ({report['ingest_memories']:,} memories, "
             f"batches of {report['ingest_batch']})",
+        ),
+        (
+            "one remember call (model included) p50 / p95 / max",
+            "not measured"
+            if single is None
+            else f"{single['p50']:.1f} / {single['p95']:.1f} / {single['max']:.1f} ms",
         ),
         (
             "recall latency p50 / p95 / p99 / mean",

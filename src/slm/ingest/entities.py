@@ -151,7 +151,7 @@ class _Tok(NamedTuple):
     sent_start: bool
     brk_before: bool
     brk_after: bool
-    glued: bool
+    glued: bool  # touches URL or handle punctuation (computed for words that can be names)
 
 
 def _is_word_char(c: str) -> bool:
@@ -214,15 +214,24 @@ def _tokenize(text: str) -> list[_Tok]:
     toks: list[_Tok] = []
     prev_end, pending_sentence, pending_break = 0, True, True
     for m in _WORD.finditer(text):
-        gap = text[prev_end : m.start()]
-        prev_end = m.end()
-        core, allowed, ends, breaks = _split_word(m.group())
-        sent_start = pending_sentence or any(c in _SENTENCE_END for c in gap)
+        start, end = m.span()
+        gap = text[prev_end:start]
+        prev_end = end
+        raw = m.group()
+        sent_start = pending_sentence or not _SENTENCE_END.isdisjoint(gap)
         brk_before = sent_start or pending_break or bool(gap.strip())
-        after = text[m.end() : m.end() + 2]
+        if raw.isalpha() and raw.islower():
+            # Most words: nothing to split off, never name-like (``_split_word`` and
+            # ``_shape`` would return exactly this).
+            tok = _Tok(raw, start, raw.casefold(), "", sent_start, brk_before, False, False)
+            pending_sentence = pending_break = False
+            toks.append(tok)
+            continue
+        core, allowed, ends, breaks = _split_word(raw)
+        after = text[end : end + 2]
         glued = gap[-1:] in _GLUE or (after[:1] in _GLUE and not after[1:].isspace())
         shape = _shape(core) if allowed else ""
-        tok = _Tok(core, m.start(), core.casefold(), shape, sent_start, brk_before, breaks, glued)
+        tok = _Tok(core, start, core.casefold(), shape, sent_start, brk_before, breaks, glued)
         toks.append(tok)
         pending_sentence, pending_break = ends, False
     return toks
