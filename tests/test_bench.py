@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from slm.bench.locomo import Cleaning, clean_evidence
-from slm.bench.metrics import auroc, hit_at, percentile, recall_at, reciprocal_rank
+from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 from slm.cli import cli
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -32,6 +32,15 @@ def test_percentile_and_auroc_by_hand() -> None:
     assert auroc([0.1], [0.9]) == 0.0
     assert auroc([0.5, 0.5], [0.5]) == 0.5
     assert auroc([0.9, 0.3], [0.5, 0.1]) == pytest.approx(0.75)
+
+
+def test_mcnemar_by_hand() -> None:
+    assert mcnemar_p(0, 0) == 1.0
+    assert mcnemar_p(3, 3) == 1.0
+    # 0 of 5 discordant pairs one way: 2 * (1/2)^5.
+    assert mcnemar_p(0, 5) == pytest.approx(2 / 32)
+    # 1 of 7: 2 * (C(7,0) + C(7,1)) / 2^7.
+    assert mcnemar_p(6, 1) == pytest.approx(16 / 128)
 
 
 def test_evidence_cleaning() -> None:
@@ -70,5 +79,10 @@ def test_locomo_slice_through_the_cli(tmp_path: Path) -> None:
     assert report["ingest_ms_per_memory"] > 0
     assert set(report["abstention"]) >= {"auroc", "negatives_abstained", "positives_abstained"}
     assert len(report["ablation"]) == 5
+    for block in report["ablation"].values():
+        pair = block["paired_hit@10"]
+        change = (block["overall"]["hit@10"] - report["overall"]["hit@10"]) * report["scored"]
+        assert round(change) == pair["gained"] - pair["lost"]
+        assert 0 <= pair["p"] <= 1
     assert report["overall"]["hit@10"] > 0.3  # the harness really retrieves
     assert "| overall |" in result.output

@@ -97,13 +97,14 @@ def weigh_evidence(
     mean, count = store.mean_vector(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(store, query, keys)
-    if query.lexicon is not None:
-        query.lexicon.terms_of(keys)  # one read for every candidate
+    lexicon = query.lexicon
+    asked = set(query.terms)
+    docs = lexicon.terms_of(keys) if lexicon is not None and asked else {}  # one read for all
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines.tolist(), strict=True):
         lexical = (
-            fusion.lexical_coverage(query.terms, query.lexicon.terms_in(key), query.lexicon.idf)
-            if query.lexicon is not None
+            fusion.lexical_coverage(query.terms, asked.intersection(docs[key]), lexicon.idf)
+            if lexicon is not None and asked
             else 0.0
         )
         semantic = fusion.semantic_strength(

@@ -23,7 +23,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from slm.bench.metrics import auroc, hit_at, percentile, recall_at, reciprocal_rank
+from slm.bench.metrics import (
+    auroc,
+    hit_at,
+    mcnemar_p,
+    percentile,
+    recall_at,
+    reciprocal_rank,
+)
 from slm.embed import Embedder, make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
@@ -273,9 +280,28 @@ def run(
     }
     if ablate:
         report["ablation"] = {
-            name: score(positives[name], negatives[name]) for name in configs if name != "all"
+            name: {
+                **score(positives[name], negatives[name]),
+                "paired_hit@10": paired(positives["all"], positives[name]),
+            }
+            for name in configs
+            if name != "all"
         }
     return report
+
+
+def paired(base: Sequence[Answer], other: Sequence[Answer]) -> dict[str, float | int]:
+    """Question by question against ``base`` (the same scored questions, asked in the same
+    order): how many ``other`` loses (hit@10 in ``base`` only) and gains, and the exact
+    McNemar p-value of that split. A large p means the difference could be chance."""
+    lost = gained = 0
+    for a, b in zip(base, other, strict=True):
+        if a.category not in SCORED_CATEGORIES:
+            continue
+        was, now = hit_at(a.ranked, set(a.evidence), K), hit_at(b.ranked, set(b.evidence), K)
+        lost += was > now
+        gained += now > was
+    return {"lost": lost, "gained": gained, "p": round(mcnemar_p(gained, lost), 4)}
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -313,11 +339,15 @@ def markdown(report: dict[str, Any]) -> str:
     if "ablation" in report:
         lines += [
             "",
-            "| configuration | " + " | ".join(cols) + " | AUROC |",
-            "|---|" + "---|" * (len(cols) + 1),
+            "| configuration | "
+            + " | ".join(cols)
+            + " | AUROC | hit@10 questions lost / gained (McNemar p) |",
+            "|---|" + "---|" * (len(cols) + 2),
         ]
         blocks = {"all channels": report, **report["ablation"]}
         for name, block in blocks.items():
             values = " | ".join(f"{block['overall'].get(c, float('nan')):.3f}" for c in cols)
-            lines.append(f"| {name} | {values} | {block['abstention']['auroc']:.3f} |")
+            pair = block.get("paired_hit@10")
+            change = f"{pair['lost']} / {pair['gained']} ({pair['p']:.3f})" if pair else ""
+            lines.append(f"| {name} | {values} | {block['abstention']['auroc']:.3f} | {change} |")
     return "\n".join(lines)

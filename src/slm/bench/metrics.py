@@ -52,3 +52,13 @@ def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float:
         i = j
     n_pos, n_neg = len(positives), len(negatives)
     return (rank_sum - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg)
+
+
+def mcnemar_p(gained: int, lost: int) -> float:
+    """Two-sided exact McNemar test: the probability, if switching made no difference, of a
+    split of the ``gained + lost`` discordant pairs at least this uneven (binomial, p = 1/2)."""
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail: float = sum(math.comb(n, i) for i in range(min(gained, lost) + 1)) / 2**n
+    return min(1.0, 2 * tail)

@@ -307,6 +307,6 @@ def _grouped(
     out: dict[int, list[Any]] = defaultdict(list)
     for start in range(0, len(keys), CHUNK):
         chunk = list(keys[start : start + CHUNK])
-        for key, *rest in db.execute(sql.format(marks=marks(len(chunk))), [profile, *chunk]):
-            out[key].append(tuple(rest))
+        for row in db.execute(sql.format(marks=marks(len(chunk))), [profile, *chunk]):
+            out[row[0]].append(row[1:])
     return dict(out)
