@@ -39,8 +39,8 @@ _BUSY_CODES = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 CHUNK = 500
 #: Reads go through a memory map of the database file of up to this size (SQLite caps it
 #: at its build's limit, 2 GiB for Python's). A recall reads a few hundred scattered
-#: pages; mapped, each costs a memory access instead of a system call and a copy: 100k
-#: store, 200 queries, p50 35.0 -> 31.5 ms (docs/scale.md, "Reading the file").
+#: pages; mapped, each costs a memory access instead of a system call and a copy (100k
+#: store, 200 queries: p50 about 35 -> 31.5 ms; docs/scale.md, "Reading the file").
 MMAP_BYTES = 1 << 40
 
 
