@@ -288,7 +288,8 @@ class Memory:
             vectors = self.store.vectors(self.profile, [r.key for r in records])
             items = []
             for record, vector in zip(records, vectors, strict=True):
-                # Only earlier memories, as at ingest: a rebuild gives the same graph.
+                # Only earlier memories, as at ingest: a rebuild gives the same graph (up to
+                # the half-precision rounding of a graph-indexed profile's vectors).
                 neighbours = tuple(
                     (key, score)
                     for key, score in self.store.vector_search(
