@@ -4,6 +4,7 @@ embedder (the real run is ``slm bench scale --n 10000``, see docs/benchmarks.md)
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from datetime import UTC
 from pathlib import Path
@@ -126,7 +127,7 @@ def test_small_run_reports_everything_and_plots(
     store = tmp_path / "store"
     out = tmp_path / "report.json"
     args = ["bench", "scale", "--n", "500", "--queries", "10", "--extra", "40", "--singles", "5"]
-    args += ["--json"]
+    args += ["--cold", "--json"]
     args += ["--dir", str(store), "--cache-dir", str(cache), "--out", str(out)]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
@@ -135,6 +136,10 @@ def test_small_run_reports_everything_and_plots(
     assert report["n"] == 500 and report["vectors"] == "composed"
     assert report["ingest_per_s"] > 0 and report["ingest_memories"] == 40
     assert report["ingest_per_s_precomputed"] > 0
+    assert report["page_cache"] == (
+        "evicted" if hasattr(os, "posix_fadvise") else "eviction not supported here"
+    )
+    assert report["command"].endswith("--cold")
     single = report["remember_ms"]
     assert 0 < single["p50"] <= single["p95"] <= single["max"]
     latency = report["latency_ms"]

@@ -94,6 +94,11 @@ def locomo(
 )
 @click.option("--keep", is_flag=True, help="Keep the store afterwards.")
 @click.option(
+    "--cold",
+    is_flag=True,
+    help="Drop the store's files from the page cache before serving (reads start from disk).",
+)
+@click.option(
     "--real-vectors",
     is_flag=True,
     help="Embed every memory with the real model instead of composing vectors (slow).",
@@ -125,6 +130,7 @@ def scale(
     queries: int,
     directory: Path | None,
     keep: bool,
+    cold: bool,
     real_vectors: bool,
     extra: int,
     singles: int,
@@ -143,6 +149,7 @@ def scale(
         queries=queries,
         directory=directory,
         keep=keep,
+        cold=cold,
         real_vectors=real_vectors,
         settings=Settings.from_env(),
         cache_dir=cache_dir,
@@ -151,6 +158,7 @@ def scale(
         progress=progress,
     )
     flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")
+    flags += " --cold" if cold else ""
     report["command"] = f"slm bench scale --n {n}{flags}"
     _emit(report, out, as_json, harness.markdown)
 

@@ -11,7 +11,8 @@ One run, for N synthetic memories:
    generating memories and their vectors). ``peak_rss_ingest_mb`` is this process's peak RSS
    afterwards. The store is closed and ``disk_bytes_per_memory`` counts every file next to
    it whose name starts with the store's stem (database, WAL, shared memory, indexes).
-2. Serving, in a fresh Python process so its RSS is its own: the clock starts before
+2. Serving, in a fresh Python process so its RSS is its own (with ``cold``, the store's
+   files are first dropped from the page cache, ``page_cache``): the clock starts before
    ``Memory(...)`` and stops when the first query's recall returns
    (``open_to_first_recall_s``; model and index loading included). The rest of the 20
    warm-up queries follow, then every timed query once, each timed around
@@ -94,13 +95,34 @@ def peak_rss_mb() -> float:
     return round(peak / (1024 * 1024 if sys.platform == "darwin" else 1024), 1)
 
 
-def store_bytes(db: Path) -> int:
-    """Bytes of every file next to ``db`` whose name starts with its stem, folders included."""
-    total = 0
+def store_files(db: Path) -> list[Path]:
+    """Every file next to ``db`` whose name starts with its stem, folders' files included."""
+    files: list[Path] = []
     for entry in db.parent.glob(f"{db.stem}*"):
-        paths = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
-        total += sum(p.stat().st_size for p in paths)
-    return total
+        files += [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file()]
+    return files
+
+
+def store_bytes(db: Path) -> int:
+    """Bytes of the store's files (:func:`store_files`)."""
+    return sum(path.stat().st_size for path in store_files(db))
+
+
+def evict_page_cache(db: Path) -> bool:
+    """Ask the operating system to drop the store's files from its page cache, so serving
+    starts from the disk whatever ran before (no privileges needed: ``posix_fadvise``).
+    False where the platform has no such call (macOS, Windows)."""
+    advise = getattr(os, "posix_fadvise", None)
+    if advise is None:
+        return False
+    for path in store_files(db):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # dirty pages stay cached until written
+            advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return True
 
 
 def _settings_json(settings: Settings) -> dict[str, Any]:
@@ -188,6 +210,7 @@ def run(
     cache_dir: Path | None = None,
     extra: int = EXTRA,
     singles: int = SINGLES,
+    cold: bool = False,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module docstring) and return the report."""
@@ -212,6 +235,10 @@ def run(
         report["disk_bytes"] = store_bytes(db)
         report["disk_bytes_per_memory"] = round(report["disk_bytes"] / n, 1)
         say(f"store: {report['disk_bytes'] / 2**20:.1f} MiB on disk; serving in a new process")
+        report["page_cache"] = "as the bulk load left it"
+        if cold:
+            evicted = evict_page_cache(db)
+            report["page_cache"] = "evicted" if evicted else "eviction not supported here"
         report.update(serve_in_subprocess(db, settings, asked))
         report.update(model_ingest(gen, db, settings, embedder, extra, say, singles))
     finally:
@@ -498,6 +525,7 @@ def markdown(report: Mapping[str, Any]) -> str:
             ", ".join(chan["all"]) or "none",
         ),
         ("open to first recall", f"{report['open_to_first_recall_s']:.2f} s"),
+        ("page cache before serving", report.get("page_cache", "not recorded")),
         (
             "peak RSS serving / ingest",
             f"{report['peak_rss_mb']:,.0f} / {report['peak_rss_ingest_mb']:,.0f} MiB",
