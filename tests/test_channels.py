@@ -199,3 +199,26 @@ def test_weights_change_fusion(tmp_path: Path, weights: dict[str, float]) -> Non
         assert trace["fusion"]["k"] == 10
         for name, weight in weights.items():
             assert trace["fusion"]["weights"][name] == weight
+
+
+def test_temporal_proximity_by_hand() -> None:
+    from slm.channels.temporal import DAY_US, proximity
+
+    start, end = 10 * DAY_US, 12 * DAY_US  # a two-day window
+    starts = np.array([11 * DAY_US, 12 * DAY_US, 6 * DAY_US, 16 * DAY_US, 9 * DAY_US])
+    ends = np.array([11 * DAY_US, 13 * DAY_US, 8 * DAY_US, 17 * DAY_US, 11 * DAY_US])
+    # Inside; starting right at the window's end (distance 0); ending two days (one window
+    # length) before it; starting four days after it; overlapping its start.
+    expected = [1.0, 1.0, 1 / (1 + 2 / 2), 1 / (1 + 4 / 2), 1.0]
+    assert proximity(starts, ends, start, end).tolist() == pytest.approx(expected)
+
+
+def test_ranked_arrays_orders_like_ranked() -> None:
+    from slm.channels.base import ranked, ranked_arrays
+
+    rng = np.random.default_rng(3)
+    keys = rng.permutation(200).astype(np.int64)
+    scores = rng.integers(0, 20, size=200).astype(np.float64) / 7  # many ties
+    pairs = list(zip(keys.tolist(), scores.tolist(), strict=True))
+    for k in (1, 10, 200):
+        assert ranked_arrays(keys, scores, k) == ranked(pairs, k)

@@ -12,6 +12,9 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from slm.graphview import GraphView
 from slm.ingest.timeexpr import TimeSpan
 from slm.lexicon import Lexicon
@@ -106,3 +109,16 @@ def ranked(scored: list[tuple[int, float]], k: int) -> list[Hit]:
     """Hits from (key, score) pairs: highest score first, ties by key, ranks from 1."""
     ordered = sorted(scored, key=lambda p: (-p[1], p[0]))[:k]
     return [Hit(key, rank, score) for rank, (key, score) in enumerate(ordered, start=1)]
+
+
+def ranked_arrays(
+    keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], k: int
+) -> list[Hit]:
+    """:func:`ranked` for parallel arrays of keys and scores (same order, same ties)."""
+    order = np.lexsort((keys, -scores))[:k]
+    return [
+        Hit(key, rank, score)
+        for rank, (key, score) in enumerate(
+            zip(keys[order].tolist(), scores[order].tolist(), strict=True), start=1
+        )
+    ]

@@ -22,8 +22,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import numpy as np
+import numpy.typing as npt
 
-from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked
+from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked, ranked_arrays
 from slm.ingest.timeexpr import query_window
 from slm.models import to_micros
 from slm.settings import Settings
@@ -38,14 +39,16 @@ WINDOW_CAP = 1000
 WHEN_NEIGHBOURHOOD = 100
 
 
-def proximity(start: int, end: int, window_start: int, window_end: int) -> float:
-    """1 inside the window, decaying with distance measured in window lengths."""
+def proximity(
+    starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64], window_start: int, window_end: int
+) -> npt.NDArray[np.float64]:
+    """For each span, 1 inside the window, decaying with distance measured in window lengths."""
     length = max(window_end - window_start, DAY_US)
-    if start < window_end and max(end, start + 1) > window_start:
-        distance = 0
-    else:
-        distance = window_start - end if end <= window_start else start - window_end
-    return 1.0 / (1.0 + max(distance, 0) / length)
+    inside = (starts < window_end) & (np.maximum(ends, starts + 1) > window_start)
+    before = np.where(ends <= window_start, window_start - ends, starts - window_end)
+    distance = np.where(inside, 0, np.maximum(before, 0))
+    out: npt.NDArray[np.float64] = 1.0 / (1.0 + distance / length)
+    return out
 
 
 def times_in(
@@ -95,13 +98,14 @@ class TemporalChannel:
         keys = [key for key in found if query.admits(key)]
         if not keys:
             return []
-        cosines = np.asarray(self._store.vectors(query.profile, keys) @ query.vector).tolist()
-        scored = []
-        for key, cos in zip(keys, cosines, strict=True):
-            span_start, span_end = found[key]
-            near = proximity(span_start, span_end, start, end)
-            scored.append((key, near * (0.25 + 0.75 * max(cos, 0.0))))
-        return ranked(scored, k)
+        # A window can hold a thousand memories: scored as arrays, not one by one.
+        vectors = self._store.vectors(query.profile, keys)
+        cosines = np.asarray(vectors @ query.vector, dtype=np.float64)
+        spans = np.array([found[key] for key in keys], dtype=np.int64).reshape(-1, 2)
+        near = proximity(spans[:, 0], spans[:, 1], start, end)
+        return ranked_arrays(
+            np.array(keys, dtype=np.int64), near * (0.25 + 0.75 * np.maximum(cosines, 0.0)), k
+        )
 
     def _topical_in_window(self, query: Query, start: int, end: int) -> dict[int, tuple[int, int]]:
         """The window holds too many memories to rank them all: keep those of the query's
