@@ -222,3 +222,15 @@ def test_ranked_arrays_orders_like_ranked() -> None:
     pairs = list(zip(keys.tolist(), scores.tolist(), strict=True))
     for k in (1, 10, 200):
         assert ranked_arrays(keys, scores, k) == ranked(pairs, k)
+
+
+def test_spreading_frontier_keeps_the_most_activated_in_order() -> None:
+    from slm.channels.spreading import _top
+
+    rng = np.random.default_rng(5)
+    ids = rng.permutation(500).tolist()
+    activation = {i: float(rng.integers(0, 30)) / 11 for i in ids}  # many ties
+    expected = sorted(activation.items(), key=lambda p: (-p[1], p[0]))[:64]
+    assert list(_top(activation, 64).items()) == expected
+    small = dict(list(activation.items())[:10])
+    assert _top(small, 64) is small

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from slm.channels.base import Health, Hit, Query, ranked
+import numpy as np
+
+from slm.channels.base import Health, Hit, Query, ranked_arrays
 from slm.graphview import GraphView
 from slm.settings import Settings
 from slm.store import Store
@@ -37,10 +39,15 @@ MIN_SHARE = MIN_ACTIVATION / 10
 
 
 def _top(activation: dict[int, float], n: int) -> dict[int, float]:
+    """The ``n`` most activated nodes, most first, ties by id (sorted as arrays: a hop
+    reaches hundreds of nodes, and a Python sort with a key function cost 0.4 ms a call)."""
     if len(activation) <= n:
         return activation
-    best = sorted(activation.items(), key=lambda p: (-p[1], p[0]))[:n]
-    return dict(best)
+    count = len(activation)
+    ids = np.fromiter(activation.keys(), dtype=np.int64, count=count)
+    values = np.fromiter(activation.values(), dtype=np.float64, count=count)
+    best = np.lexsort((ids, -values))[:n]
+    return dict(zip(ids[best].tolist(), values[best].tolist(), strict=True))
 
 
 class SpreadingChannel:
@@ -89,7 +96,10 @@ class SpreadingChannel:
             for key, value in received.items()
             if value >= MIN_ACTIVATION and query.admits(key)
         ]
-        return ranked(scored, k)
+        if not scored:
+            return []
+        keys, values = zip(*scored, strict=True)
+        return ranked_arrays(np.array(keys, dtype=np.int64), np.array(values, dtype=np.float64), k)
 
     def _hop(
         self,
