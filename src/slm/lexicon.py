@@ -67,9 +67,3 @@ class Lexicon:
             for key in missing:
                 self._docs[key] = tuple(found.get(key, ()))
         return self._docs
-
-    def terms_in(self, key: int) -> set[str]:
-        """The query's terms that memory ``key`` contains."""
-        if not self.terms:
-            return set()
-        return set(self.terms).intersection(self.terms_of([key])[key])
