@@ -220,7 +220,7 @@ def test_ranked_arrays_orders_like_ranked() -> None:
     keys = rng.permutation(200).astype(np.int64)
     scores = rng.integers(0, 20, size=200).astype(np.float64) / 7  # many ties
     pairs = list(zip(keys.tolist(), scores.tolist(), strict=True))
-    for k in (1, 10, 200):
+    for k in (0, 1, 10, 37, 200, 250):
         assert ranked_arrays(keys, scores, k) == ranked(pairs, k)
 
 

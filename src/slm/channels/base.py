@@ -114,7 +114,13 @@ def ranked(scored: list[tuple[int, float]], k: int) -> list[Hit]:
 def ranked_arrays(
     keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], k: int
 ) -> list[Hit]:
-    """:func:`ranked` for parallel arrays of keys and scores (same order, same ties)."""
+    """:func:`ranked` for parallel arrays of keys and scores (same order, same ties). Only
+    the scores at or above the ``k``-th highest are sorted: ties at the cut are kept, so
+    they are broken by key as over all pairs."""
+    if 0 < k < len(keys):
+        cut = np.partition(scores, len(scores) - k)[len(scores) - k]
+        chosen = scores >= cut
+        keys, scores = keys[chosen], scores[chosen]
     order = np.lexsort((keys, -scores))[:k]
     return [
         Hit(key, rank, score)

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Health, Hit, Query, ranked
+from slm.channels.base import Health, Hit, Query, ranked, ranked_arrays
 from slm.lexicon import idf
 from slm.settings import Settings
 from slm.store import Postings, Store
@@ -71,18 +71,6 @@ def bm25_arrays(
     unique, where = np.unique(keys, return_inverse=True)
     totals: npt.NDArray[np.float64] = np.bincount(where, weights=contrib).astype(np.float64)
     return unique.astype(np.int64), totals
-
-
-def best(
-    keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float64], n: int
-) -> list[tuple[int, float]]:
-    """The (key, score) pairs of the ``n`` highest scores (ties at the cut kept, so that
-    :func:`ranked` breaks them by key as it would over all pairs)."""
-    if len(keys) > n:
-        cut = np.partition(scores, len(scores) - n)[len(scores) - n]
-        chosen = scores >= cut
-        keys, scores = keys[chosen], scores[chosen]
-    return list(zip(keys.tolist(), scores.tolist(), strict=True))
 
 
 def exact_scores(
@@ -129,13 +117,13 @@ class BM25Channel:
             admitted = np.isin(keys, np.fromiter(query.allowed, dtype=np.int64))
             keys, scores = keys[admitted], scores[admitted]
         if not lexicon.truncated:
-            return _strong(ranked(best(keys, scores, k), k))
+            return _strong(ranked_arrays(keys, scores, k))
         if query.allowed is not None and len(query.allowed) <= FILTERED_EXACT:
             # A narrow filter: its memories may all lie beyond the cut, so score them all.
             leaders = sorted(query.allowed)
         else:
             n = max(RESCORED, k)
-            leaders = [hit.key for hit in ranked(best(keys, scores, n), n)]
+            leaders = [hit.key for hit in ranked_arrays(keys, scores, n)]
         exact = exact_scores(lexicon.terms_of(leaders), lexicon.terms, *args)
         return _strong(ranked([(key, s) for key in leaders if (s := exact.get(key, 0.0)) > 0.0], k))
 
