@@ -168,3 +168,16 @@ def test_plot_rejects_a_file_that_is_not_a_report(tmp_path: Path) -> None:
     bad.write_text('{"n": 3}', encoding="utf-8")
     result = CliRunner().invoke(cli, ["bench", "plot", str(bad), "--out", str(tmp_path / "x.png")])
     assert result.exit_code != 0 and "not a 'bench scale' report" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--singles", "-1"), ("--extra", "-5"), ("--singles", "many")]
+)
+def test_scale_rejects_bad_counts_before_doing_anything(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    store = tmp_path / "store"
+    args = ["bench", "scale", "--n", "500", "--dir", str(store), flag, value]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and flag in result.output
+    assert not store.exists()  # nothing generated, nothing stored
