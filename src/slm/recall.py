@@ -206,7 +206,7 @@ def run_recall(
     top = fusion.order(ranking)[: k + 8]
     records = store.get_by_keys(query.profile, top)
     ordered = [key for key in top if key in records][:k]
-    provenance = _provenance(rankings)
+    provenance = _provenance(rankings, ordered)
     trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
     results = tuple(
         RecallResult(
@@ -215,7 +215,7 @@ def run_recall(
             ranking_score=ranking[key],
             trust_score=trust[records[key].source or ""],
             rank_position=position,
-            channels=provenance.get(key, {}),
+            channels=provenance[key],
         )
         for position, key in enumerate(ordered, start=1)
     )
@@ -247,11 +247,15 @@ def run_recall(
     return response, runs
 
 
-def _provenance(rankings: Mapping[str, Sequence[Hit]]) -> dict[int, dict[str, ChannelRank]]:
-    out: dict[int, dict[str, ChannelRank]] = {}
+def _provenance(
+    rankings: Mapping[str, Sequence[Hit]], keys: Sequence[int]
+) -> dict[int, dict[str, ChannelRank]]:
+    """Each channel's rank and score for each of ``keys`` (the results, not every hit)."""
+    out: dict[int, dict[str, ChannelRank]] = {key: {} for key in keys}
     for name, hits in rankings.items():
         for hit in hits:
-            out.setdefault(hit.key, {})[name] = ChannelRank(hit.rank, hit.score)
+            if hit.key in out:
+                out[hit.key][name] = ChannelRank(hit.rank, hit.score)
     return out
 
 
