@@ -234,3 +234,56 @@ def test_spreading_frontier_keeps_the_most_activated_in_order() -> None:
     assert list(_top(activation, 64).items()) == expected
     small = dict(list(activation.items())[:10])
     assert _top(small, 64) is small
+
+
+def test_only_bm25_runs_before_the_vector() -> None:
+    from slm.channels import REGISTRY
+
+    standalone = {name for name, factory in REGISTRY.items() if factory.standalone}  # type: ignore[attr-defined]
+    assert standalone == {"bm25"}
+
+
+def test_early_channels_give_the_same_recall(
+    real_memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BM25 runs while the question embeds; run in its turn instead, every score is the same."""
+    real_memory.remember_many(
+        [
+            {"content": f"Dana fixed the {thing} on {day}", "event_time": f"2024-03-{day:02d}"}
+            for day, thing in enumerate(["bike", "roof", "boiler", "fence", "gate"], start=3)
+        ]
+    )
+    questions = ["What did Dana fix on the roof?", "boiler in March 2024", "Who is Dana?"]
+
+    def answers() -> list[Any]:
+        out = []
+        for question in questions:
+            response = real_memory.recall(question, trace=True, now="2024-04-01")
+            assert response.trace is not None
+            assert response.trace["channels"]["bm25"]["ran"] is True
+            out.append(
+                [(r.id, r.ranking_score, r.relevance_score, r.channels) for r in response.results]
+            )
+        return out
+
+    early = answers()
+    monkeypatch.setattr(real_memory.channels["bm25"], "standalone", False)
+    assert answers() == early
+    assert any(early)
+
+
+def test_a_channel_reading_the_pending_vector_fails_loudly(memory: Memory) -> None:
+    from slm.engine import PENDING
+
+    memory.remember("a note on kayaks")
+    semantic = memory.channels["semantic"]
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(semantic, "standalone", True, raising=False)
+    try:
+        trace = memory.recall("kayaks", trace=True).trace
+    finally:
+        monkey.undo()
+    assert trace is not None
+    assert PENDING.shape == (0,)
+    assert trace["channels"]["semantic"]["ran"] is False
+    assert trace["channels"]["semantic"]["error"]

@@ -17,6 +17,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from slm import validate
 from slm.channels import Channel, Query, build_channels
 from slm.contract import RecallResponse
@@ -29,7 +31,7 @@ from slm.ingest.timeexpr import is_when_question, query_window
 from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
 from slm.native import single_threaded
-from slm.recall import run_recall
+from slm.recall import run_recall, run_standalone
 from slm.settings import ALL_CHANNELS, Settings, default_db_path
 from slm.store import Filters, Store, open_store
 from slm.text import query_terms, terms
@@ -40,6 +42,9 @@ log.addHandler(logging.NullHandler())
 _EMBEDDER_META = "embedder"
 #: Threads that embed questions while their recalls read the lexical index.
 QUERY_THREADS = 4
+#: The query vector of a question still being embedded: empty, so a channel that reads it
+#: too early fails on the shape instead of scoring against zeros.
+PENDING: Matrix = np.zeros(0, dtype=np.float32)
 #: A speaker mentioned by at least this share of a profile's memories is left out of the
 #: query embedding (see ``_everywhere``).
 EVERYWHERE = 0.1
@@ -369,30 +374,41 @@ class Memory:
                 text, _everywhere(self.store, self.profile, mentions, matches, lexicon.stats.n_docs)
             )
             # The model runs in another thread (onnxruntime releases the GIL) while this one
-            # reads the query's postings, which do not depend on the embedding.
+            # reads the query's postings and runs the channels that need no vector.
             embedding = self._queries.submit(self.embedder.embed_batch, [topic])
             try:
+                interpreted = Query(
+                    text=text,
+                    profile=self.profile,
+                    vector=PENDING,
+                    embedded_text=topic,
+                    terms=words,
+                    lexicon=lexicon,
+                    graph=GraphView(self.store, self.profile),
+                    now=moment,
+                    filters=filters,
+                    allowed=allowed,
+                    entities=names,
+                    entity_ids={
+                        n: tuple((e, count) for e, _, count in m) for n, m in matches.items()
+                    },
+                    window=query_window(text, moment),
+                    when=is_when_question(text),
+                )
                 lexicon.prefetch()
+                early = run_standalone(
+                    self.channels, settings.channels, interpreted, settings.candidates_per_channel
+                )
             finally:
                 vector = embedding.result()[0]
-            interpreted = Query(
-                text=text,
-                profile=self.profile,
-                vector=vector,
-                embedded_text=topic,
-                terms=words,
-                lexicon=lexicon,
-                graph=GraphView(self.store, self.profile),
-                now=moment,
-                filters=filters,
-                allowed=allowed,
-                entities=names,
-                entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
-                window=query_window(text, moment),
-                when=is_when_question(text),
-            )
             response, runs = run_recall(
-                self.store, self.channels, settings, interpreted, k, want_trace=trace
+                self.store,
+                self.channels,
+                settings,
+                replace(interpreted, vector=vector),
+                k,
+                want_trace=trace,
+                early=early,
             )
         for run in runs:
             if run.error is not None:

@@ -52,34 +52,57 @@ class Evidence:
 
 
 def run_channels(
-    channels: Mapping[str, Channel], enabled: Sequence[str], query: Query, k: int
+    channels: Mapping[str, Channel],
+    enabled: Sequence[str],
+    query: Query,
+    k: int,
+    done: Mapping[str, ChannelRun] = MappingProxyType({}),
 ) -> list[ChannelRun]:
     """Run every enabled, healthy channel in order, each seeing the hits of those before it.
 
-    A channel that raises is recorded with its error (trace and health), never dropped silently.
+    Channels in ``done`` already ran (see :func:`run_standalone`): their runs are taken as
+    they are. A channel that raises is recorded with its error (trace and health), never
+    dropped silently.
     """
     runs: list[ChannelRun] = []
     prior: dict[str, tuple[Hit, ...]] = {}
     for name, channel in channels.items():
-        if name not in enabled:
-            runs.append(ChannelRun(name, ran=False, reason="disabled"))
-            continue
-        health = channel.health()
-        if not health.healthy:
-            runs.append(ChannelRun(name, ran=False, reason=health.reason))
-            continue
-        start = time.perf_counter()
-        try:
-            hits = tuple(channel.candidates(replace(query, prior=MappingProxyType(prior)), k))
-        except Exception as exc:  # reported in trace and health; the recall goes on
-            log.warning("channel %s failed: %s", name, exc, exc_info=True)
-            error = f"{type(exc).__name__}: {exc}"
-            runs.append(ChannelRun(name, ran=False, reason="error", error=error))
-            continue
-        prior = {**prior, name: hits}
-        elapsed = (time.perf_counter() - start) * 1000
-        runs.append(ChannelRun(name, ran=True, hits=hits, ms=elapsed))
+        run = done.get(name) or _run_one(
+            name, channel, enabled, replace(query, prior=MappingProxyType(prior)), k
+        )
+        if run.ran:
+            prior = {**prior, name: run.hits}
+        runs.append(run)
     return runs
+
+
+def run_standalone(
+    channels: Mapping[str, Channel], enabled: Sequence[str], query: Query, k: int
+) -> dict[str, ChannelRun]:
+    """Run the channels that need neither the query vector nor other channels' hits
+    (``Channel.standalone``): the engine runs them while the question is being embedded."""
+    return {
+        name: _run_one(name, channel, enabled, query, k)
+        for name, channel in channels.items()
+        if channel.standalone
+    }
+
+
+def _run_one(
+    name: str, channel: Channel, enabled: Sequence[str], query: Query, k: int
+) -> ChannelRun:
+    if name not in enabled:
+        return ChannelRun(name, ran=False, reason="disabled")
+    health = channel.health()
+    if not health.healthy:
+        return ChannelRun(name, ran=False, reason=health.reason)
+    start = time.perf_counter()
+    try:
+        hits = tuple(channel.candidates(query, k))
+    except Exception as exc:  # reported in trace and health; the recall goes on
+        log.warning("channel %s failed: %s", name, exc, exc_info=True)
+        return ChannelRun(name, ran=False, reason="error", error=f"{type(exc).__name__}: {exc}")
+    return ChannelRun(name, ran=True, hits=hits, ms=(time.perf_counter() - start) * 1000)
 
 
 def weigh_evidence(
@@ -186,9 +209,12 @@ def run_recall(
     k: int,
     *,
     want_trace: bool,
+    early: Mapping[str, ChannelRun] = MappingProxyType({}),
 ) -> tuple[RecallResponse, list[ChannelRun]]:
+    """One recall from an interpreted query; ``early`` holds the runs of standalone channels
+    made while the question was embedded (:func:`run_standalone`)."""
     start = time.perf_counter()
-    runs = run_channels(channels, settings.channels, query, settings.candidates_per_channel)
+    runs = run_channels(channels, settings.channels, query, settings.candidates_per_channel, early)
     rankings = {run.name: run.hits for run in runs if run.ran}
     weights = {name: settings.weight(name) for name in rankings}
     fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)

@@ -97,6 +97,9 @@ class Channel(Protocol):
     name: str
     #: Whether a hit from this channel alone counts as primary evidence (see fusion).
     primary: bool
+    #: Whether the channel reads neither ``Query.vector`` nor ``Query.prior``: the engine
+    #: then runs it while the question is still being embedded.
+    standalone: bool
 
     def health(self) -> Health: ...
 

@@ -97,6 +97,7 @@ def exact_scores(
 class BM25Channel:
     name = "bm25"
     primary = True
+    standalone = True
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store

@@ -76,6 +76,7 @@ def attention(
 class HopfieldChannel:
     name = "hopfield"
     primary = False
+    standalone = False
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store

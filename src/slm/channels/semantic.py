@@ -10,6 +10,7 @@ from slm.store import Store
 class SemanticChannel:
     name = "semantic"
     primary = True
+    standalone = False
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store

@@ -53,6 +53,7 @@ def _top(activation: dict[int, float], n: int) -> dict[int, float]:
 class SpreadingChannel:
     name = "spreading"
     primary = False
+    standalone = False
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store

@@ -71,6 +71,7 @@ def times_in(
 class TemporalChannel:
     name = "temporal"
     primary = True
+    standalone = False
 
     def __init__(self, store: Store, settings: Settings) -> None:
         self._store = store
