@@ -92,10 +92,11 @@ class SpreadingChannel:
             for key, value in next_memories.items():
                 received[key] += value
             memories, entities = _top(next_memories, FRONTIER), _top(next_entities, FRONTIER)
+        allowed = query.allowed
         scored = [
             (key, value)
             for key, value in received.items()
-            if value >= MIN_ACTIVATION and query.admits(key)
+            if value >= MIN_ACTIVATION and (allowed is None or key in allowed)
         ]
         if not scored:
             return []
@@ -117,12 +118,14 @@ class SpreadingChannel:
         out_entities: dict[int, float] = defaultdict(float)
         keys = list(memories)
         for key, edges in graph.edges(keys).items():
+            passed, fanout = DECAY * memories[key], len(edges)  # the same arithmetic, hoisted
             for neighbour, _, weight in edges:
-                out_memories[neighbour] += DECAY * memories[key] * weight / len(edges)
+                out_memories[neighbour] += passed * weight / fanout
         mentions = {} if last else graph.mentions(keys)
         for key, mentioned in mentions.items():
+            share = DECAY * memories[key] / len(mentioned)
             for entity, _, count, _ in mentioned:
-                out_entities[entity] += DECAY * memories[key] / len(mentioned)
+                out_entities[entity] += share
                 degree_of[entity] = count
         shares = {
             entity: DECAY * activation / max(degree_of.get(entity, 1), 1)
@@ -131,6 +134,7 @@ class SpreadingChannel:
         worth = [entity for entity, share in shares.items() if share >= MIN_SHARE]
         members_of = self._store.entity_members(profile, worth, MEMBERS)
         for entity, members in members_of.items():
+            share = shares[entity]
             for member in members:
-                out_memories[member] += shares[entity]
+                out_memories[member] += share
         return dict(out_memories), dict(out_entities)
