@@ -263,3 +263,20 @@ def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_ma
         top = restored.vector_search("p", fresh[1], 1, None)
         assert top[0][1] == pytest.approx(1.0, abs=HALF)
         restored.close()
+
+
+def test_closing_saves_the_graph_up_to_the_last_write(
+    tmp_path: Path, small_exact_max: None
+) -> None:
+    """Rows written after the last search are applied before the graph is saved at close."""
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path, dim=DIM)
+    fill(store, "p", unit(120))
+    store.vector_search("p", unit(1, seed=3)[0], 1, None)  # loads and catches up: 120
+    fill(store, "p", unit(4, seed=8), start=500)  # written after the last search
+    store.close()
+    assert manifest(path)["max_key"] == 124
+    reader = SQLiteStore(path, dim=DIM)
+    reader.vector_search("p", unit(1, seed=3)[0], 1, None)
+    assert reader.health()["vector_indexes"]["p"]["unsaved_changes"] == 0
+    reader.close()

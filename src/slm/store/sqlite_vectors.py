@@ -162,7 +162,12 @@ class VectorCache:
             pass
 
     def save_all(self) -> None:
+        """Save every loaded graph with changes, after applying the rows committed since it
+        last caught up: the last batch written before closing would otherwise be left for
+        the next open, whose first add then makes faiss copy the whole vector buffer."""
         for profile, state in self.states.items():
+            if state.dirty or self._version() != state.data_version:
+                self._catch_up(profile, state)
             if state.unsaved:
                 self.save(profile, state)
 
