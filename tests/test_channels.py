@@ -272,17 +272,14 @@ def test_early_channels_give_the_same_recall(
     assert any(early)
 
 
-def test_a_channel_reading_the_pending_vector_fails_loudly(memory: Memory) -> None:
+def test_a_channel_reading_the_pending_vector_fails_loudly(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from slm.engine import PENDING
 
     memory.remember("a note on kayaks")
-    semantic = memory.channels["semantic"]
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(semantic, "standalone", True, raising=False)
-    try:
-        trace = memory.recall("kayaks", trace=True).trace
-    finally:
-        monkey.undo()
+    monkeypatch.setattr(memory.channels["semantic"], "standalone", True)
+    trace = memory.recall("kayaks", trace=True).trace
     assert trace is not None
     assert PENDING.shape == (0,)
     assert trace["channels"]["semantic"]["ran"] is False

@@ -67,9 +67,9 @@ def run_channels(
     runs: list[ChannelRun] = []
     prior: dict[str, tuple[Hit, ...]] = {}
     for name, channel in channels.items():
-        run = done.get(name) or _run_one(
-            name, channel, enabled, replace(query, prior=MappingProxyType(prior)), k
-        )
+        run = done.get(name)
+        if run is None:
+            run = _run_one(name, channel, enabled, replace(query, prior=MappingProxyType(prior)), k)
         if run.ran:
             prior = {**prior, name: run.hits}
         runs.append(run)

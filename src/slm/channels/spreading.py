@@ -92,11 +92,10 @@ class SpreadingChannel:
             for key, value in next_memories.items():
                 received[key] += value
             memories, entities = _top(next_memories, FRONTIER), _top(next_entities, FRONTIER)
-        allowed = query.allowed
         scored = [
             (key, value)
             for key, value in received.items()
-            if value >= MIN_ACTIVATION and (allowed is None or key in allowed)
+            if value >= MIN_ACTIVATION and query.admits(key)
         ]
         if not scored:
             return []

@@ -72,9 +72,14 @@ class VectorCache:
             state = self.states[profile] = self._open(profile)
             self._catch_up(profile, state)
             return state.index
-        if state.dirty or self._version() != state.data_version:
+        if self._stale(state):
             self._catch_up(profile, state)
         return state.index
+
+    def _stale(self, state: IndexState) -> bool:
+        """Whether rows may have changed since the index last caught up (a commit of ours,
+        or of another connection)."""
+        return state.dirty or self._version() != state.data_version
 
     def loaded(self, profile: str) -> VectorIndex | None:
         state = self.states.get(profile)
@@ -166,7 +171,7 @@ class VectorCache:
         last caught up: the last batch written before closing would otherwise be left for
         the next open, whose first add then makes faiss copy the whole vector buffer."""
         for profile, state in self.states.items():
-            if state.dirty or self._version() != state.data_version:
+            if self._stale(state):
                 self._catch_up(profile, state)
             if state.unsaved:
                 self.save(profile, state)
