@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from slm.bench.locomo import Cleaning, clean_evidence
 from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 from slm.cli import cli
+from slm.settings import ALL_CHANNELS
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 
@@ -78,7 +79,7 @@ def test_locomo_slice_through_the_cli(tmp_path: Path) -> None:
     assert set(report["latency_ms"]) == {"p50", "p95"}
     assert report["ingest_ms_per_memory"] > 0
     assert set(report["abstention"]) >= {"auroc", "negatives_abstained", "positives_abstained"}
-    assert len(report["ablation"]) == 5
+    assert len(report["ablation"]) == len(ALL_CHANNELS)
     for block in report["ablation"].values():
         pair = block["paired_hit@10"]
         change = (block["overall"]["hit@10"] - report["overall"]["hit@10"]) * report["scored"]

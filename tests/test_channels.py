@@ -12,6 +12,7 @@ import pytest
 from slm import Memory, Settings
 from slm.embed import Matrix
 from slm.embed.fake import FakeEmbedder
+from slm.settings import ALL_CHANNELS
 
 
 def channel_ranks(trace: dict[str, Any], memory_id: str) -> dict[str, int]:
@@ -143,7 +144,7 @@ def test_every_channel_runs_and_is_traced(real_memory: Memory) -> None:
         "When did Caroline go to the support group in May 2023?", trace=True
     ).to_dict()
     trace = body["trace"]
-    assert set(trace["channels"]) == {"semantic", "bm25", "temporal", "hopfield", "spreading"}
+    assert set(trace["channels"]) == set(ALL_CHANNELS)
     for run in trace["channels"].values():
         assert run["ran"] is True and run["error"] is None and run["ms"] >= 0
         for hit in run["candidates"]:

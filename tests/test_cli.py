@@ -99,7 +99,7 @@ def test_profiles_via_option_and_env(run, monkeypatch: pytest.MonkeyPatch) -> No
 BAD = [
     (["remember", ""], "content is empty"),
     (["remember", "   "], "content is empty"),
-    (["remember", "x" * 70_000], "limit is 65536 bytes"),
+    (["remember", "x" * 530_000], "limit is 524288 bytes"),
     (["remember", "nul\x00"], "NUL"),
     (["remember", "ok", "--event-time", "not-a-date"], "event_time is not an ISO 8601"),
     (["remember", "ok", "--meta", "{broken"], "metadata is not valid JSON"),

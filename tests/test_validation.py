@@ -12,8 +12,8 @@ from slm.validate import MAX_BATCH, MAX_CONTENT_BYTES
 BAD_REMEMBER: list[tuple[dict[str, Any], str]] = [
     ({"content": ""}, "content is empty"),
     ({"content": "   \n\t "}, "content is empty"),
-    ({"content": "x" * (MAX_CONTENT_BYTES + 1)}, "limit is 65536 bytes"),
-    ({"content": "é" * (MAX_CONTENT_BYTES // 2 + 1)}, "limit is 65536 bytes"),
+    ({"content": "x" * (MAX_CONTENT_BYTES + 1)}, "limit is 524288 bytes"),
+    ({"content": "é" * (MAX_CONTENT_BYTES // 2 + 1)}, "limit is 524288 bytes"),
     ({"content": "nul\x00byte"}, "NUL"),
     ({"content": "lone \ud800 surrogate"}, "not valid Unicode"),
     ({"content": 42}, "content must be a string"),

@@ -22,11 +22,12 @@ import numpy as np
 from slm import validate
 from slm.channels import Channel, Query, build_channels
 from slm.contract import RecallResponse
-from slm.embed import Embedder, Matrix, make_embedder
+from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
 from slm.graphview import GraphView
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.entities import Mention, extract_entities, without_names
+from slm.ingest.standing import standing_statements
 from slm.ingest.timeexpr import is_when_question, query_window
 from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
@@ -34,7 +35,8 @@ from slm.native import single_threaded
 from slm.recall import run_recall, run_standalone
 from slm.settings import ALL_CHANNELS, Settings, default_db_path
 from slm.store import Filters, Store, open_store
-from slm.text import query_terms, terms
+from slm.store.base import MAX_PASSAGES
+from slm.text import query_terms, question_topic, terms
 
 log = logging.getLogger("slm")
 log.addHandler(logging.NullHandler())
@@ -210,13 +212,17 @@ class Memory:
                 pending.setdefault(c.content_hash, (c, row))
         fresh = [c for c, _ in pending.values()]
         if given is None:
-            embedded = self.embedder.embed_batch([c.content for c in fresh])
+            passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
         else:
-            embedded = given[[row for _, row in pending.values()]]
+            passages = [row[None, :] for row in given[[row for _, row in pending.values()]]]
+        embedded = _firsts(passages, self.embedder.dim)
+        standing = self._standing([c.content for c in fresh], [c.source for c in fresh])
         links = semantic_links(self.store, self.profile, embedded)
         new_items = [
-            _with_derived(c, v, stored, batch)
-            for c, v, (stored, batch) in zip(fresh, embedded, links, strict=True)
+            _with_derived(c, p, stored, batch, statements)
+            for c, p, (stored, batch), statements in zip(
+                fresh, passages, links, standing, strict=True
+            )
         ]
         ids = dict(known)
         if new_items:
@@ -224,6 +230,19 @@ class Memory:
             ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
         records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
         return [records[ids[c.content_hash]] for c in checked]
+
+    def _standing(
+        self, contents: Sequence[str], sources: Sequence[str | None]
+    ) -> list[tuple[tuple[str, str, bytes], ...]]:
+        """(kind, statement, vector of its scope) of each text's standing statements,
+        the scopes embedded in one batch."""
+        found = [standing_statements(c, s) for c, s in zip(contents, sources, strict=True)]
+        scopes = [statement.scope for statements in found for statement in statements]
+        vectors = iter(self.embedder.embed_batch(scopes) if scopes else ())
+        return [
+            tuple((st.kind, st.text, next(vectors).astype("<f4").tobytes()) for st in statements)
+            for statements in found
+        ]
 
     def _check_item(
         self, index: int, item: MemoryInput | Mapping[str, Any], now: datetime, numbered: bool
@@ -291,8 +310,14 @@ class Memory:
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
             vectors = self.store.vectors(self.profile, [r.key for r in records])
+            # Only a text longer than the model's window has passages beyond its first one
+            # (a word piece is at least one character): no other text is embedded again.
+            long = [r for r in records if reads_passages(self.embedder, r.content)]
+            embedded = embed_passages(self.embedder, [r.content for r in long], MAX_PASSAGES)
+            further = {r.key: p[1:] for r, p in zip(long, embedded, strict=True)}
+            standing = self._standing([r.content for r in records], [r.source for r in records])
             items = []
-            for record, vector in zip(records, vectors, strict=True):
+            for record, vector, statements in zip(records, vectors, standing, strict=True):
                 # Only earlier memories, as at ingest: a rebuild gives the same graph (up to
                 # the half-precision rounding of a graph-indexed profile's vectors).
                 neighbours = tuple(
@@ -303,7 +328,10 @@ class Memory:
                     if score >= SEMANTIC_LINK_FLOOR
                 )
                 item = _record_as_new(record)
-                items.append((record.key, _with_derived(item, vector, neighbours, ())))
+                rest = further.get(record.key)
+                passages = vector[None, :] if rest is None else np.vstack([vector[None, :], rest])
+                derived = _with_derived(item, passages, neighbours, (), statements)
+                items.append((record.key, derived))
             self.store.rederive(self.profile, items)
             done += len(records)
             after = records[-1].key
@@ -367,11 +395,13 @@ class Memory:
         with single_threaded():  # see slm.native
             mentions = extract_entities(text)
             names = tuple(m.key for m in mentions)
-            words = tuple(query_terms(text))
+            subject = question_topic(text)
+            words = tuple(query_terms(subject))
             matches = self.store.find_entities(self.profile, names)
             lexicon = Lexicon(self.store, self.profile, words)
+            size = lexicon.stats.n_docs
             topic = without_names(
-                text, _everywhere(self.store, self.profile, mentions, matches, lexicon.stats.n_docs)
+                subject, _everywhere(self.store, self.profile, mentions, matches, size)
             )
             # The model runs in another thread (onnxruntime releases the GIL) while this one
             # reads the query's postings and runs the channels that need no vector.
@@ -446,17 +476,27 @@ def _record_as_new(record: MemoryRecord) -> NewMemory:
     )
 
 
+def _firsts(passages: Sequence[Matrix], dim: int) -> Matrix:
+    """The first passage of each text: its own vector."""
+    if not passages:
+        return np.zeros((0, dim), dtype=np.float32)
+    return np.stack([p[0] for p in passages]).astype(np.float32)
+
+
 def _with_derived(
     item: NewMemory,
-    vector: Matrix,
+    passages: Matrix,
     links: tuple[tuple[int, float], ...],
     batch_links: tuple[tuple[int, float], ...],
+    standing: tuple[tuple[str, str, bytes], ...],
 ) -> NewMemory:
     derived = derive(item.content, item.event_time, item.metadata)
     return replace(
         item,
         terms=tuple(terms(item.content)),
-        vector=vector.astype("<f4").tobytes(),
+        vector=passages[0].astype("<f4").tobytes(),
+        passages=tuple(p.astype("<f4").tobytes() for p in passages[1:]),
+        standing=standing,
         session=derived.session,
         entities=derived.entities,
         spans=derived.spans,

@@ -153,6 +153,26 @@ def entity_graph_boost(
     return boosts
 
 
+def role_boost(
+    roles: Mapping[int, str | None],
+    asked: str | None,
+    relevance: Mapping[int, float],
+    weight: float,
+) -> dict[int, float]:
+    """Post-fusion boost for the candidates in the role a question asks about::
+
+        boost(d) = weight * relevance(d)   when role(d) == asked, else 0
+
+    only among candidates of a conversation between two roles (both occur among them):
+    in a user-assistant chat, "when does my sprint end?" is answered by what the user
+    said, which the assistant's replies repeat at length. Like the speaker boost, it
+    counts in proportion to the candidate's own ``relevance_score``.
+    """
+    if asked is None or len({role for role in roles.values() if role is not None}) < 2:
+        return {}
+    return {key: weight * relevance.get(key, 0.0) for key, role in roles.items() if role == asked}
+
+
 def source_trust(useful: int, not_useful: int, prior: tuple[float, float]) -> float:
     """Posterior mean of a Beta(alpha, beta) prior after feedback on a source's memories::
 

@@ -61,7 +61,7 @@ _TIME: JsonDict = {"format": "date-time"}
 
 
 class MemoryIn(_Body):
-    content: str = Field(min_length=1, description="The memory text (at most 64 KiB of UTF-8).")
+    content: str = Field(min_length=1, description="The memory text (at most 512 KiB of UTF-8).")
     event_time: str | None = Field(
         None, json_schema_extra=_TIME, description="When it happened, ISO 8601; default now."
     )

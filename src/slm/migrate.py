@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from slm.embed import Embedder, Matrix
+from slm.embed import Embedder, Matrix, PassageEmbedder
 from slm.engine import Memory, MemoryInput, content_hash
 from slm.errors import EmbedderError, InvalidInput
+from slm.ingest.standing import standing_statements
 from slm.models import MemoryRecord
 from slm.settings import Settings
 
@@ -63,22 +64,47 @@ class CopyReport:
 
 
 class StoredVectors:
-    """An embedder that hands back vectors computed before: the source store's. The
-    target's insert path then runs unchanged and never embeds anything again."""
+    """An embedder that hands back vectors computed before: the source store's (a memory's
+    passages, and the scopes of its standing statements). The target's insert path then
+    runs unchanged. A text the source holds no vector for (a standing statement of a memory
+    stored before statements were recognised) is embedded by ``model``, the source's own
+    embedder."""
 
-    def __init__(self, name: str, dim: int) -> None:
-        self.name = name
-        self.dim = dim
-        self._table: dict[str, Matrix] = {}
+    def __init__(self, model: Embedder) -> None:
+        self.name = model.name
+        self.dim = model.dim
+        self.window = model.window if isinstance(model, PassageEmbedder) else 2**62
+        self._model = model
+        self._passages: dict[str, Matrix] = {}
+        self._scopes: dict[str, Matrix] = {}
 
-    def load(self, contents: Sequence[str], vectors: Matrix) -> None:
-        self._table = dict(zip(contents, vectors, strict=True))
+    def load(self, records: Sequence[MemoryRecord], vectors: Matrix, source: Memory) -> None:
+        """The stored vectors of ``records`` (``vectors``: their own, in order)."""
+        keys = [r.key for r in records]
+        further = source.store.passages(source.profile, keys)
+        standing = source.store.passages(source.profile, keys, standing=True)
+        self._passages, self._scopes = {}, {}
+        for record, vector in zip(records, vectors, strict=True):
+            rest = further.get(record.key)
+            self._passages[record.content] = (
+                vector[None, :] if rest is None else np.vstack([vector[None, :], rest])
+            )
+            scopes = [s.scope for s in standing_statements(record.content, record.source)]
+            stored = standing.get(record.key, np.zeros((0, self.dim), dtype=np.float32))
+            if len(stored) == len(scopes):
+                self._scopes.update(zip(scopes, stored, strict=True))
 
-    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+    def embed_passages(self, texts: Sequence[str], limit: int) -> list[Matrix]:
         try:
-            rows = [self._table[text] for text in texts]
+            return [self._passages[text][:limit] for text in texts]
         except KeyError:
             raise EmbedderError("a memory being copied has no stored vector") from None
+
+    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._scopes]
+        if missing:
+            self._scopes.update(zip(missing, self._model.embed_batch(missing), strict=True))
+        rows = [self._scopes[text] for text in texts]
         return np.asarray(rows, dtype=np.float32).reshape(len(texts), self.dim)
 
     def health(self) -> dict[str, object]:
@@ -112,7 +138,7 @@ def migrate(
         model = first.embedder
         reports = []
         for profile in names:
-            copier = StoredVectors(model.name, model.dim)
+            copier = StoredVectors(model)
             with (
                 Memory(**origin, profile=profile, settings=settings, embedder=model) as src,
                 Memory(**destination, profile=profile, settings=settings, embedder=copier) as dst,
@@ -141,7 +167,7 @@ def copy_profile(
         missing = [r for r in records if content_hash(r.content) not in present]
         if missing:
             stored = source.store.vectors(source.profile, [r.key for r in missing])
-            vectors.load([r.content for r in missing], stored)
+            vectors.load(missing, stored, source)
             added = target.remember_many([_as_input(r) for r in missing])
             copied += len(missing)
             renamed += sum(new.id != old.id for new, old in zip(added, missing, strict=True))

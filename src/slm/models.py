@@ -76,3 +76,7 @@ class NewMemory:
     links: tuple[tuple[int, float], ...] = ()
     #: (index in the same batch, cosine) of strong semantic neighbours inserted alongside.
     batch_links: tuple[tuple[int, float], ...] = ()
+    #: vectors (little-endian float32) of the text's passages after the first, in order.
+    passages: tuple[bytes, ...] = ()
+    #: (kind, statement, vector) of each standing instruction or preference the text states.
+    standing: tuple[tuple[str, str, bytes], ...] = ()

@@ -13,12 +13,11 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
 from slm import fusion
 from slm.channels import Channel, Hit, Query
 from slm.channels.temporal import times_in
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
+from slm.ingest.roles import asked_about, role_of
 from slm.models import MemoryRecord, to_micros
 from slm.settings import Settings
 from slm.store import Store
@@ -106,17 +105,29 @@ def _run_one(
 
 
 def weigh_evidence(
-    store: Store, query: Query, keys: Sequence[int], settings: Settings
+    store: Store,
+    query: Query,
+    keys: Sequence[int],
+    settings: Settings,
+    applies: Sequence[Hit] = (),
 ) -> dict[int, Evidence]:
     """Semantic, lexical and temporal evidence for each candidate, on query-independent scales.
 
     Semantic evidence is a margin: the candidate's cosine minus the query's average cosine to
     the rest of the profile, so chatty stores (where everything is a bit similar to
-    everything) and terse ones (where nothing is) are held to the same standard.
+    everything) and terse ones (where nothing is) are held to the same standard. A memory
+    stating a standing instruction or preference the request falls under (``applies``:
+    the standing channel's hits, scored by the cosine between request and scope) counts
+    that cosine as its own, and the rule applying as primary evidence.
     """
     if not keys:
         return {}
-    cosines = np.asarray(store.vectors(query.profile, keys) @ query.vector, dtype=np.float64)
+    similarity = query.similarity(store, keys)
+    applying = {hit.key for hit in applies if hit.key in similarity}
+    for hit in applies:
+        if hit.key in applying:
+            similarity[hit.key] = max(similarity[hit.key], hit.score)
+    cosines = [similarity[key] for key in keys]
     mean, count = store.mean_vector(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(store, query, keys)
@@ -124,7 +135,7 @@ def weigh_evidence(
     asked = set(query.terms)
     docs = lexicon.terms_of(keys) if lexicon is not None and asked else {}  # one read for all
     out: dict[int, Evidence] = {}
-    for key, cosine in zip(keys, cosines.tolist(), strict=True):
+    for key, cosine in zip(keys, cosines, strict=True):
         lexical = (
             fusion.lexical_coverage(query.terms, asked.intersection(docs[key]), lexicon.idf)
             if lexicon is not None and asked
@@ -139,6 +150,7 @@ def weigh_evidence(
             cosine - background >= settings.semantic_floor
             or lexical >= settings.lexical_floor
             or temporal
+            or key in applying
         )
         score = fusion.relevance(semantic, lexical, 1.0 if temporal else 0.0)
         out[key] = Evidence(cosine, lexical, temporal, score, primary)
@@ -218,19 +230,28 @@ def run_recall(
     rankings = {run.name: run.hits for run in runs if run.ran}
     weights = {name: settings.weight(name) for name in rankings}
     fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)
-    evidence = weigh_evidence(store, query, list(fused), settings)
+    evidence = weigh_evidence(store, query, list(fused), settings, rankings.get("standing", ()))
     passed = admitted(store, query, evidence, rankings.get("spreading", ()))
     survivors = {key: fused[key] for key in passed}
     leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
     boosted = {k: survivors[k] for k in leading}
+    records = store.get_by_keys(query.profile, leading)
     boosts = entity_graph_boosts(store, query, boosted, evidence, settings)
+    roles = fusion.role_boost(
+        {key: role_of(r.content, r.source) for key, r in records.items()},
+        asked_about(query.text),
+        {key: evidence[key].relevance for key in records},
+        settings.role_boost,
+    )
+    for key, boost in roles.items():
+        boosts[key] = boosts.get(key, 0.0) + boost
     ranking = {
         key: score + boosts.get(key, 0.0) + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
     }
     # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
     top = fusion.order(ranking)[: k + 8]
-    records = store.get_by_keys(query.profile, top)
+    records.update(store.get_by_keys(query.profile, [key for key in top if key not in records]))
     ordered = [key for key in top if key in records][:k]
     provenance = _provenance(rankings, ordered)
     trust = _trust(store, query.profile, [records[key] for key in ordered], settings)

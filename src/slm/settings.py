@@ -16,11 +16,25 @@ from typing import Any
 from slm.errors import ConfigError
 
 #: Every candidate producer the engine knows, in the order they run.
-ALL_CHANNELS: tuple[str, ...] = ("semantic", "bm25", "temporal", "hopfield", "spreading")
+ALL_CHANNELS: tuple[str, ...] = (
+    "semantic",
+    "bm25",
+    "temporal",
+    "standing",
+    "hopfield",
+    "spreading",
+)
 
 #: Fusion weight of each channel in weighted reciprocal-rank fusion.
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {"semantic": 0.2, "bm25": 1.0, "temporal": 0.7, "hopfield": 0.2, "spreading": 0.5}
+    {
+        "semantic": 1.0,
+        "bm25": 0.5,
+        "temporal": 0.7,
+        "standing": 1.0,
+        "hopfield": 0.2,
+        "spreading": 0.5,
+    }
 )
 
 EMBEDDERS: tuple[str, ...] = ("minilm", "fake")
@@ -51,6 +65,9 @@ class Settings:
         speaker_boost: post-fusion boost for being spoken by an entity the query names (the
             memory reads ``"Name: ..."`` and the question asks about Name), times the
             memory's ``relevance_score``.
+        role_boost: post-fusion boost, times the memory's ``relevance_score``, for being
+            in the role a question asks about, in a conversation between a user and an
+            assistant (see ``slm.ingest.roles``).
         evidence_weight: weight of ``relevance_score`` added to the fused score when ranking.
         hopfield_beta, hopfield_steps: inverse temperature and update count of the Hopfield
             channel (see ``slm.channels.hopfield``).
@@ -76,6 +93,7 @@ class Settings:
     hopfield_steps: int = 3
     graph_boost: float = 0.01
     speaker_boost: float = 0.05
+    role_boost: float = 0.03
 
     def __post_init__(self) -> None:
         for name in (*self.channels, *self.required_channels, *self.weights):

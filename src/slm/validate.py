@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from slm.errors import InvalidInput
 
-MAX_CONTENT_BYTES = 64 * 1024
+MAX_CONTENT_BYTES = 512 * 1024
 MAX_QUERY_BYTES = 4 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 #: Objects and arrays nested inside each other, the metadata object itself included.
@@ -73,7 +73,7 @@ def _clean_text(value: object, what: str, max_bytes: int, field: str | None = No
 
 
 def content(value: object) -> str:
-    """Memory text: non-empty after stripping, valid Unicode, no NUL, at most 64 KiB UTF-8."""
+    """Memory text: non-empty after stripping, valid Unicode, no NUL, at most 512 KiB UTF-8."""
     return _clean_text(value, "content", MAX_CONTENT_BYTES)
 
 

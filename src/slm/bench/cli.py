@@ -79,6 +79,56 @@ def locomo(
 
 
 @bench.command()
+@click.option(
+    "--data",
+    "data",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A JSON file in the generic layout (docs/benchmarks.md, 'Any conversation set').",
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@click.option("--ablate", is_flag=True, help="Also run with each channel switched off in turn.")
+@click.option("--channels", help="Comma-separated channels (default: all).")
+@click.option("--dsn", envvar="SLM_DSN", help="Run on PostgreSQL (one profile per instance).")
+@click.option("--instances", type=click.IntRange(1), help="Only the first N instances.")
+@click.option("--questions", type=click.IntRange(1), help="Only the first N questions of each.")
+def retrieval(
+    data: Path,
+    out: Path | None,
+    as_json: bool,
+    ablate: bool,
+    channels: str | None,
+    dsn: str | None,
+    instances: int | None,
+    questions: int | None,
+) -> None:
+    """Retrieval quality and abstention on any conversation set (BEAM, your own data)."""
+    from slm.bench import retrieval as harness
+
+    chosen = parse_channel_list(channels, "--channels") if channels else None
+
+    def progress(line: str) -> None:
+        if not as_json:
+            click.echo(line, err=True)
+
+    report = harness.run(
+        data,
+        dsn=dsn,
+        settings=Settings.from_env(),
+        channels=chosen,
+        ablate=ablate,
+        instances=instances,
+        questions=questions,
+        progress=progress,
+    )
+    options = {"--channels": channels, "--instances": instances, "--questions": questions}
+    command = [f"slm bench retrieval --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
+    report["command"] = " ".join(command + (["--ablate"] if ablate else []))
+    _emit(report, out, as_json, harness.markdown)
+
+
+@bench.command()
 @click.option("--n", "n", type=click.IntRange(1), required=True, help="Memories to generate.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")

@@ -12,26 +12,29 @@ from __future__ import annotations
 
 import json
 import re
-import tempfile
 import time
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from slm.bench.metrics import (
-    auroc,
-    hit_at,
-    mcnemar_p,
-    percentile,
-    recall_at,
-    reciprocal_rank,
+from slm.bench.report import (
+    Answer,
+    ablation_table,
+    abstention,
+    ask,
+    by_kind,
+    fresh_store,
+    latency,
+    paired,
+    summarise,
+    table_head,
+    table_row,
 )
-from slm.embed import Embedder, make_embedder
+from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
 from slm.ingest.timeexpr import parse_locomo_datetime
@@ -45,7 +48,7 @@ CATEGORY_NAMES = {
     4: "single-hop",
     5: "adversarial",
 }
-K = 10
+_SCORED_KINDS = frozenset(str(c) for c in SCORED_CATEGORIES)
 _DIA = re.compile(r"D(\d+):(\d+)")
 
 
@@ -135,90 +138,24 @@ def load(path: str | Path) -> tuple[list[Conversation], Cleaning]:
     return conversations, cleaning
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """One recall of one question under one channel configuration."""
-
-    category: int
-    ranked: tuple[str, ...]
-    evidence: frozenset[str]
-    top_relevance: float
-    abstained: bool
-    ms: float
-
-
-def _ask(
-    memory: Memory, dia: dict[str, str], question: Question, now: datetime, channels: Sequence[str]
-) -> Answer:
-    start = time.perf_counter()
-    response = memory.recall(question.text, k=K, channels=channels, now=now)
-    elapsed = (time.perf_counter() - start) * 1000
-    ranked = tuple(dia.get(r.memory.id, "") for r in response.results)
-    top = response.results[0].relevance_score if response.results else 0.0
-    return Answer(question.category, ranked, question.evidence, top, response.abstained, elapsed)
-
-
-def summarise(answers: Sequence[Answer]) -> dict[str, float | int]:
-    n = len(answers)
-    if not n:
-        return {"n": 0}
-    out: dict[str, float | int] = {"n": n}
-    for k in (1, 5, 10):
-        out[f"hit@{k}"] = sum(hit_at(a.ranked, set(a.evidence), k) for a in answers) / n
-    for k in (1, 5, 10):
-        out[f"recall@{k}"] = sum(recall_at(a.ranked, set(a.evidence), k) for a in answers) / n
-    out["mrr@10"] = sum(reciprocal_rank(a.ranked, set(a.evidence), K) for a in answers) / n
-    out["abstained"] = sum(a.abstained for a in answers)
-    return {key: round(v, 4) if isinstance(v, float) else v for key, v in out.items()}
+def _scored(answers: Sequence[Answer]) -> list[Answer]:
+    return [a for a in answers if a.kind in _SCORED_KINDS]
 
 
 def score(positives: Sequence[Answer], negatives: Sequence[Answer]) -> dict[str, Any]:
-    scored = [a for a in positives if a.category in SCORED_CATEGORIES]
-    by_category = defaultdict(list)
-    for answer in positives:
-        by_category[answer.category].append(answer)
-    latencies = [a.ms for a in positives] + [a.ms for a in negatives]
+    scored = _scored(positives)
+    grouped = by_kind(positives)
     return {
         "scored": len(scored),
         "overall": summarise(scored),
         "by_category": {
-            str(c): {"name": CATEGORY_NAMES[c], **summarise(by_category[c])}
+            str(c): {"name": CATEGORY_NAMES[c], **summarise(grouped[str(c)])}
             for c in SCORED_CATEGORIES
         },
-        "adversarial": summarise(by_category[5]),
-        "latency_ms": {
-            "p50": round(percentile(latencies, 50), 3),
-            "p95": round(percentile(latencies, 95), 3),
-        },
-        "abstention": {
-            "auroc": round(
-                auroc([a.top_relevance for a in scored], [a.top_relevance for a in negatives]), 4
-            ),
-            "negatives": len(negatives),
-            "negatives_abstained": round(
-                sum(a.abstained for a in negatives) / max(len(negatives), 1), 4
-            ),
-            "positives_abstained": round(sum(a.abstained for a in scored) / max(len(scored), 1), 4),
-        },
+        "adversarial": summarise(grouped["5"]),
+        "latency_ms": latency([*positives, *negatives]),
+        "abstention": abstention(scored, negatives, "questions of another conversation"),
     }
-
-
-@contextmanager
-def _store(
-    dsn: str | None, settings: Settings, embedder: Embedder, run_id: str, sample: str
-) -> Iterator[Memory]:
-    profile = re.sub(r"[^A-Za-z0-9_.-]", "_", f"locomo-{run_id}-{sample}")[:64]
-    if dsn is not None:
-        with Memory(dsn=dsn, profile=profile, settings=settings, embedder=embedder) as memory:
-            yield memory
-        return
-    with (
-        tempfile.TemporaryDirectory(prefix="slm-locomo-") as tmp,
-        Memory(
-            Path(tmp) / "locomo.db", profile=profile, settings=settings, embedder=embedder
-        ) as memory,
-    ):
-        yield memory
 
 
 def run(
@@ -247,7 +184,8 @@ def run(
     embedder = make_embedder(settings.embedder)
     for index, conv in enumerate(data):
         other = data[(index + 1) % len(data)] if len(data) > 1 else None
-        with _store(dsn, settings, embedder, run_id, conv.sample_id) as memory:
+        name = f"locomo-{run_id}-{conv.sample_id}"
+        with fresh_store(dsn, settings, embedder, name) as memory:
             start = time.perf_counter()
             records = memory.remember_many(conv.turns)
             ingest_ms += (time.perf_counter() - start) * 1000
@@ -282,7 +220,7 @@ def run(
         report["ablation"] = {
             name: {
                 **score(positives[name], negatives[name]),
-                "paired_hit@10": paired(positives["all"], positives[name]),
+                "paired_hit@10": paired(_scored(positives["all"]), _scored(positives[name])),
             }
             for name in configs
             if name != "all"
@@ -290,43 +228,26 @@ def run(
     return report
 
 
-def paired(base: Sequence[Answer], other: Sequence[Answer]) -> dict[str, float | int]:
-    """Question by question against ``base`` (the same scored questions, asked in the same
-    order): how many ``other`` loses (hit@10 in ``base`` only) and gains, and the exact
-    McNemar p-value of that split. A large p means the difference could be chance."""
-    lost = gained = 0
-    for a, b in zip(base, other, strict=True):
-        if a.category not in SCORED_CATEGORIES:
-            continue
-        was, now = hit_at(a.ranked, set(a.evidence), K), hit_at(b.ranked, set(b.evidence), K)
-        lost += was > now
-        gained += now > was
-    return {"lost": lost, "gained": gained, "p": round(mcnemar_p(gained, lost), 4)}
+def _ask(
+    memory: Memory, dia: dict[str, str], question: Question, now: datetime, channels: Sequence[str]
+) -> Answer:
+    kind = str(question.category)
+    return ask(memory, dia, question.text, kind, question.evidence, now, channels)
 
 
 def markdown(report: dict[str, Any]) -> str:
     """The report as Markdown tables."""
-    cols = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr@10")
     lines = [
         f"LoCoMo retrieval, {report['conversations']} conversations, {report['memories']} "
         f"memories, {report['scored']} scored questions ({report['store']}; channels "
         f"{', '.join(report['channels'])})",
         "",
-        "| slice | n | " + " | ".join(cols) + " |",
-        "|---|---|" + "---|" * len(cols),
+        *table_head(),
+        table_row("overall", report["overall"]),
     ]
-
-    def row(name: str, block: dict[str, Any]) -> str:
-        return (
-            f"| {name} | {block.get('n', 0)} | "
-            + " | ".join(f"{block.get(c, float('nan')):.3f}" for c in cols)
-            + " |"
-        )
-
-    lines.append(row("overall", report["overall"]))
     for number, block in report["by_category"].items():
-        lines.append(row(f"{number} {block['name']}", block))
-    lines.append(row("5 adversarial (not scored)", report["adversarial"]))
+        lines.append(table_row(f"{number} {block['name']}", block))
+    lines.append(table_row("5 adversarial (not scored)", report["adversarial"]))
     abst = report["abstention"]
     lines += [
         "",
@@ -337,17 +258,5 @@ def markdown(report: dict[str, Any]) -> str:
         f"{abst['negatives']} foreign questions and {abst['positives_abstained']:.1%} of real ones",
     ]
     if "ablation" in report:
-        lines += [
-            "",
-            "| configuration | "
-            + " | ".join(cols)
-            + " | AUROC | hit@10 questions lost / gained (McNemar p) |",
-            "|---|" + "---|" * (len(cols) + 2),
-        ]
-        blocks = {"all channels": report, **report["ablation"]}
-        for name, block in blocks.items():
-            values = " | ".join(f"{block['overall'].get(c, float('nan')):.3f}" for c in cols)
-            pair = block.get("paired_hit@10")
-            change = f"{pair['lost']} / {pair['gained']} ({pair['p']:.3f})" if pair else ""
-            lines.append(f"| {name} | {values} | {block['abstention']['auroc']:.3f} | {change} |")
+        lines += ablation_table(report)
     return "\n".join(lines)

@@ -9,6 +9,7 @@ from slm.channels.bm25 import BM25Channel
 from slm.channels.hopfield import HopfieldChannel
 from slm.channels.semantic import SemanticChannel
 from slm.channels.spreading import SpreadingChannel
+from slm.channels.standing import StandingChannel
 from slm.channels.temporal import TemporalChannel
 from slm.settings import Settings
 from slm.store import Store
@@ -20,6 +21,7 @@ REGISTRY: dict[str, Callable[[Store, Settings], Channel]] = {
     "semantic": SemanticChannel,
     "bm25": BM25Channel,
     "temporal": TemporalChannel,
+    "standing": StandingChannel,
     "hopfield": HopfieldChannel,
     "spreading": SpreadingChannel,
 }

@@ -6,7 +6,8 @@ query into ranked hits with raw scores. Channels never write; they read the stor
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -19,6 +20,10 @@ from slm.graphview import GraphView
 from slm.ingest.timeexpr import TimeSpan
 from slm.lexicon import Lexicon
 from slm.store import Filters, Store, Vector
+
+#: The spread of the cosine between a question and an unrelated passage
+#: (all-MiniLM-L6-v2): the unit of the chance correction in :func:`passage_similarity`.
+CHANCE_SPREAD = 0.08
 
 #: How many nearest neighbours one vector search fetches per recall; the semantic, Hopfield
 #: and temporal channels all read prefixes of this one list.
@@ -72,6 +77,8 @@ class Query:
     prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
     #: the last vector search for this query, by how many it asked for (shared by copies)
     _nearest: dict[int, list[tuple[int, float]]] = field(default_factory=dict, compare=False)
+    #: each memory's similarity to the query, once computed (shared by copies)
+    _similarity: dict[int, float] = field(default_factory=dict, compare=False)
 
     def admits(self, key: int) -> bool:
         return self.allowed is None or key in self.allowed
@@ -81,16 +88,53 @@ class Query:
         return self.graph if self.graph is not None else GraphView(store, self.profile)
 
     def nearest(self, store: Store, n: int) -> list[tuple[int, float]]:
-        """The ``n`` admitted memories most similar to the query vector, best first. One
-        vector search serves every channel: a smaller ``n`` reads a prefix of a larger one."""
+        """The ``n`` admitted memories most similar to the query (:meth:`similarity`), best
+        first, ties by key, from the memories' own vectors and their further passages. One
+        search serves every channel: a smaller ``n`` reads a prefix of a larger one."""
         for asked, found in self._nearest.items():
             if asked >= n or len(found) < asked:  # enough, or all there is
                 return found[:n]
         allowed = set(self.allowed) if self.allowed is not None else None
-        found = store.vector_search(self.profile, self.vector, n, allowed)
+        own = store.vector_search(self.profile, self.vector, n, allowed)
+        further = store.passage_search(self.profile, self.vector, n, allowed)
+        scores = self.similarity(store, [key for key, _ in own] + [key for key, _ in further])
+        found = sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:n]
         self._nearest.clear()
         self._nearest[n] = found
         return found
+
+    def similarity(self, store: Store, keys: Sequence[int]) -> dict[int, float]:
+        """How similar each memory is to the query: its best passage's cosine, less what
+        that many passages would reach by chance (:func:`passage_similarity`)."""
+        missing = [key for key in dict.fromkeys(keys) if key not in self._similarity]
+        if missing:
+            own = store.vectors(self.profile, missing) @ self.vector
+            further = store.passages(self.profile, missing)
+            for key, cosine in zip(missing, own.tolist(), strict=True):
+                rest = further.get(key)
+                self._similarity[key] = (
+                    cosine
+                    if rest is None
+                    else passage_similarity(cosine, (rest @ self.vector).tolist())
+                )
+        return {key: self._similarity[key] for key in keys}
+
+
+def passage_similarity(first: float, further: Sequence[float]) -> float:
+    """The similarity of a memory read as ``n`` passages (cosines ``first`` and
+    ``further``): its best passage, less what the best of ``n`` passages unrelated to the
+    question would reach by chance, the expected maximum of ``n`` draws::
+
+        similarity = max_i cos_i - CHANCE_SPREAD * sqrt(2 ln n)
+
+    A memory of one passage keeps its cosine. Without the correction, a long text (a
+    pasted document, an assistant's long answer) would outrank short ones on luck: each
+    of its passages is one more chance to resemble the question.
+    """
+    if not further:
+        return first
+    n = 1 + len(further)
+    return max(first, *further) - CHANCE_SPREAD * math.sqrt(2.0 * math.log(n))
 
 
 class Channel(Protocol):

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from slm.embed.base import Embedder, Matrix, normalise
+from slm.embed.base import (
+    Embedder,
+    Matrix,
+    PassageEmbedder,
+    embed_passages,
+    normalise,
+    reads_passages,
+)
 from slm.errors import ConfigError
 
-__all__ = ["Embedder", "Matrix", "make_embedder", "normalise"]
+__all__ = [
+    "Embedder",
+    "Matrix",
+    "PassageEmbedder",
+    "embed_passages",
+    "make_embedder",
+    "normalise",
+    "reads_passages",
+]
 
 
 def make_embedder(name: str) -> Embedder:

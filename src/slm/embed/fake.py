@@ -15,11 +15,15 @@ import numpy as np
 from slm.embed.base import Matrix, normalise
 
 _WORD = re.compile(r"\w+")
+#: Words per passage, and words shared by consecutive passages.
+PASSAGE_WORDS = 200
+OVERLAP_WORDS = 50
 
 
 class FakeEmbedder:
     name = "fake-hash-384"
     dim = 384
+    window = PASSAGE_WORDS
 
     def embed_batch(self, texts: Sequence[str]) -> Matrix:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -32,6 +36,20 @@ class FakeEmbedder:
             if not out[row].any():
                 out[row, 0] = 1.0
         return normalise(out)
+
+    def embed_passages(self, texts: Sequence[str], limit: int) -> list[Matrix]:
+        """Passages of :data:`PASSAGE_WORDS` words (the first one is the whole text, as
+        :meth:`embed_batch` embeds it)."""
+        out = []
+        step = PASSAGE_WORDS - OVERLAP_WORDS
+        for text in texts:
+            words = text.split()
+            rest = [
+                " ".join(words[start : start + PASSAGE_WORDS])
+                for start in range(step, max(len(words) - OVERLAP_WORDS, 0), step)
+            ]
+            out.append(self.embed_batch([text, *rest][: max(limit, 1)]))
+        return out
 
     def health(self) -> dict[str, object]:
         return {"name": self.name, "dim": self.dim, "healthy": True, "reason": None}

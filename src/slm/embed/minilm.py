@@ -23,6 +23,9 @@ from slm.embed.base import Matrix, normalise
 from slm.errors import EmbedderError
 
 MAX_TOKENS = 256
+#: Tokens consecutive passages of a long text share, so a sentence cut by a passage
+#: boundary is read whole by the next passage.
+PASSAGE_OVERLAP = 62
 #: At most this many token slots (rows x padded width) per model run. Small runs keep the
 #: activations in cache: on 2 cores, LoCoMo turns embedded 20% faster per memory in runs of
 #: 256 slots than in batches of 64 texts (docs/benchmarks.md, "Embedding").
@@ -84,6 +87,8 @@ class MiniLMEmbedder:
 
     name = "all-MiniLM-L6-v2-int8"
     dim = 384
+    #: A word piece covers at least one character: this many fit with [CLS] and [SEP].
+    window = MAX_TOKENS - 2
 
     def __init__(self, threads: int | None = None) -> None:
         self._threads = threads
@@ -131,7 +136,8 @@ class MiniLMEmbedder:
                 tokenizer = Tokenizer.from_file(str(tokenizer_file))
             except Exception as exc:
                 raise EmbedderError(f"cannot load the tokenizer {tokenizer_file}: {exc}") from exc
-            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            # The overflow of a long text comes back as further windows (its passages).
+            tokenizer.enable_truncation(max_length=MAX_TOKENS, stride=PASSAGE_OVERLAP)
             tokenizer.no_padding()
             session = self._open(self._threads)
             self._inputs = tuple(i.name for i in session.get_inputs())
@@ -151,20 +157,40 @@ class MiniLMEmbedder:
     def embed_batch(self, texts: Sequence[str]) -> Matrix:
         if self._session is None:
             self._load()
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._embed_ids([e.ids for e in self._tokenizer.encode_batch(list(texts))])
+
+    def embed_passages(self, texts: Sequence[str], limit: int) -> list[Matrix]:
+        """Windows of :data:`MAX_TOKENS` tokens overlapping by :data:`PASSAGE_OVERLAP`,
+        the first of which is what :meth:`embed_batch` reads; all embedded in one batch."""
+        if self._session is None:
+            self._load()
+        windows: list[list[int]] = []
+        counts: list[int] = []
+        for encoding in self._tokenizer.encode_batch(list(texts)):
+            parts = [encoding, *encoding.overflowing][: max(limit, 1)]
+            windows.extend(part.ids for part in parts)
+            counts.append(len(parts))
+        vectors = self._embed_ids(windows)
+        bounds = np.cumsum([0, *counts])
+        return [vectors[bounds[i] : bounds[i + 1]] for i in range(len(counts))]
+
+    def _embed_ids(self, token_ids: Sequence[list[int]]) -> Matrix:
+        """One unit vector per token sequence, the runs spread over the worker sessions."""
+        out = np.zeros((len(token_ids), self.dim), dtype=np.float32)
+        if not token_ids:
             return out
-        encodings = self._tokenizer.encode_batch(list(texts))
-        grouped = runs([len(e.ids) for e in encodings])
+        grouped = runs([len(ids) for ids in token_ids])
         workers, pool = self._parallel() if len(grouped) > 1 else ([], None)
         if pool is None:
             for rows in grouped:
-                out[rows] = self._run(self._session, [encodings[i].ids for i in rows])
+                out[rows] = self._run(self._session, [token_ids[i] for i in rows])
             return out
 
         def work(worker: int) -> None:
             for rows in grouped[worker :: len(workers)]:
-                out[rows] = self._run(workers[worker], [encodings[i].ids for i in rows])
+                out[rows] = self._run(workers[worker], [token_ids[i] for i in rows])
 
         for done in [pool.submit(work, w) for w in range(len(workers))]:
             done.result()

@@ -19,6 +19,28 @@ from slm.models import MemoryRecord, NewMemory
 
 Vector = npt.NDArray[np.float32]
 
+#: Index keys one memory owns in the ``passages`` table: its key times this, plus an
+#: ordinal. Ordinal 0 is the memory's own vector (in ``embeddings``), 1 to
+#: ``MAX_PASSAGES - 1`` its further passages, ``MAX_PASSAGES`` onwards its standing
+#: statements (see :mod:`slm.ingest.standing`).
+PASSAGE_SPAN = 512
+MAX_PASSAGES = 256
+STANDING_BASE = MAX_PASSAGES
+
+
+def best_per_memory(
+    hits: Iterable[tuple[int, float]], allowed: set[int] | None
+) -> list[tuple[int, float]]:
+    """Passage hits (passage key, cosine), best first, as (memory key, its best cosine) for
+    the memories ``allowed`` admits (all when None): a filtered recall searches passages
+    unfiltered and keeps those of admitted memories."""
+    best: dict[int, float] = {}
+    for key, cosine in hits:
+        memory = key // PASSAGE_SPAN
+        if allowed is None or memory in allowed:
+            best.setdefault(memory, cosine)
+    return sorted(best.items(), key=lambda p: (-p[1], p[0]))
+
 
 @dataclass(frozen=True, slots=True)
 class Filters:
@@ -112,8 +134,27 @@ class Store(Protocol):
         """:meth:`vector_search` for each row of ``queries`` (no filters), batched where the
         store can."""
 
+    def passage_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        """The memories owning the ``k`` passages (beyond each memory's first) most similar
+        to ``query``, as (key, best cosine among those passages), best first, ties by key."""
+
+    def passages(
+        self, profile: str, keys: Sequence[int], standing: bool = False
+    ) -> dict[int, Vector]:
+        """The further passages of each of ``keys`` that has any, in passage order; with
+        ``standing``, the vectors of its standing statements' scopes instead."""
+
+    def standing_search(
+        self, profile: str, query: Vector, k: int
+    ) -> list[tuple[int, str, str, float]]:
+        """The ``k`` standing statements (instructions, preferences) most similar to
+        ``query``, as (memory key, kind, statement, cosine), best first, ties by key."""
+
     def rebuild_vectors(self, profile: str) -> int:
-        """Rebuild the profile's vector index from the stored vectors; return its size."""
+        """Rebuild the profile's vector indexes from the stored vectors; return the size of
+        the memory vectors' one."""
 
     def mean_vector(self, profile: str) -> tuple[Vector, int]:
         """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is

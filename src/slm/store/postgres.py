@@ -32,7 +32,8 @@ from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import postgres_graph as graph
 from slm.store import postgres_lexical as lexical
-from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
+from slm.store import postgres_passages as passage_sql
+from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector, best_per_memory
 from slm.store.postgres_schema import migrate
 
 #: Vector searches over at most this many candidates (the allowed keys, or the profile's
@@ -208,6 +209,7 @@ class PostgresStore:
             self._add_to_sum(cur, profile, np.sum(vectors, axis=0, dtype=np.float64), len(fresh))
         lexical.insert(cur, profile, fresh)
         graph.insert_graph(cur, profile, fresh)
+        passage_sql.insert(cur, profile, fresh)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         with self._write(profile) as cur:
@@ -222,6 +224,7 @@ class PostgresStore:
                     cur, profile, key, terms.split() if terms is not None else None
                 )
             keys = [key for key, _, _ in rows]
+            passage_sql.delete(cur, profile, keys)
             cur.execute(
                 "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s) RETURNING vector",
                 (profile, keys),
@@ -262,8 +265,8 @@ class PostgresStore:
         lexical.delete(cur, profile, key, terms)
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """Replace the lexical and graph rows of stored memories (``slm reindex``) in one
-        transaction. Embeddings are kept: they never need recomputing."""
+        """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)
+        in one transaction. Embeddings are kept: they never need recomputing."""
         with self._write(profile) as cur:
             cur.execute(
                 "SELECT key, terms FROM lex_docs WHERE profile = %s AND key = ANY(%s)",
@@ -273,6 +276,7 @@ class PostgresStore:
             for key, _ in items:
                 words = terms[key].split() if key in terms else None
                 self._delete_derived(cur, profile, key, words, relink=False)
+            passage_sql.delete(cur, profile, [key for key, _ in items])
             self._insert_derived(cur, profile, list(items), rederive=True)
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
@@ -445,6 +449,24 @@ class PostgresStore:
         self, profile: str, queries: Vector, k: int
     ) -> list[list[tuple[int, float]]]:
         return [self.vector_search(profile, query, k, None) for query in queries]
+
+    def passage_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        with self._cursor() as cur:
+            return best_per_memory(passage_sql.search(cur, profile, query, k), allowed)
+
+    def passages(
+        self, profile: str, keys: Sequence[int], standing: bool = False
+    ) -> dict[int, Vector]:
+        with self._cursor() as cur:
+            return passage_sql.vectors(cur, profile, keys, self.dim, standing)
+
+    def standing_search(
+        self, profile: str, query: Vector, k: int
+    ) -> list[tuple[int, str, str, float]]:
+        with self._cursor() as cur:
+            return passage_sql.standing(cur, profile, query, k)
 
     def rebuild_vectors(self, profile: str) -> int:
         """The HNSW index is maintained by PostgreSQL itself: nothing to rebuild here."""

@@ -9,6 +9,8 @@ the same derived data and the same BM25 statistics; the differences are PostgreS
 - every derived table carries ``profile`` (so every read can filter on it), and text that
   is compared by range (entity names, terms) uses the ``"C"`` collation: byte order, as in
   SQLite, whatever the server's locale.
+- ``passages`` (a memory's further passages and standing statements) has a partial HNSW
+  index over the passages.
 - there is no ``forgotten`` log: no process keeps a vector cache to bring up to date.
 
 Times are microseconds since the epoch (``bigint``) exactly as in SQLite, so copies
@@ -118,6 +120,16 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     """
     CREATE INDEX mentions_speaker ON mentions (entity) WHERE speaker = 1;
+    """,
+    """
+    CREATE TABLE passages (
+        key bigint PRIMARY KEY, memory bigint NOT NULL, profile text NOT NULL,
+        kind text NOT NULL, text text, vector vector({dim}) NOT NULL
+    );
+    CREATE INDEX passages_memory ON passages (profile, memory);
+    CREATE INDEX passages_standing ON passages (profile) WHERE kind <> 'passage';
+    CREATE INDEX passages_hnsw ON passages USING hnsw (vector vector_cosine_ops)
+        WHERE kind = 'passage';
     """,
 )
 

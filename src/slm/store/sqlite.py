@@ -25,11 +25,20 @@ import numpy as np
 from slm.errors import StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import sqlite_graph as graph
+from slm.store import sqlite_passages as passage_rows
 from slm.store import sqlite_rows as memory_rows
-from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector
+from slm.store.base import (
+    PASSAGE_SPAN,
+    Filters,
+    LexicalStats,
+    Postings,
+    Stored,
+    Vector,
+    best_per_memory,
+)
 from slm.store.sqlite_conn import Connection, chunks, marks
 from slm.store.sqlite_schema import MIGRATIONS
-from slm.store.sqlite_vectors import VectorCache, new_store_id
+from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
 
 _MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
 T = TypeVar("T")
@@ -71,7 +80,11 @@ class SQLiteStore:
             self._conn.close()
             raise
         self._lock = self._conn.lock
-        self._vectors = VectorCache(self._conn, Path(f"{self.path}.index"), dim, store_id)
+        folder = Path(f"{self.path}.index")
+        self._vectors = VectorCache(self._conn, folder, dim, store_id)
+        self._passages = VectorCache(self._conn, folder, dim, store_id, PASSAGES)
+        self._standing = VectorCache(self._conn, folder, dim, store_id, STANDING)
+        self._caches = (self._vectors, self._passages, self._standing)
 
     @property
     def busy_retries(self) -> int:
@@ -98,7 +111,8 @@ class SQLiteStore:
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
         with self._lock:
-            self._vectors.mark_dirty()
+            for cache in self._caches:
+                cache.mark_dirty()
         return result
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -157,6 +171,7 @@ class SQLiteStore:
     ) -> None:
         if not fresh:
             return
+        passage_rows.insert_passages(db, profile, fresh)
         if not rederive:
             db.executemany(
                 "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
@@ -213,6 +228,7 @@ class SQLiteStore:
         self, db: sqlite3.Connection, profile: str, key: int, terms: list[str] | None
     ) -> None:
         self._delete_derived(db, profile, key, terms)
+        passage_rows.delete_passages(db, key)
         db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
         db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
         db.execute("DELETE FROM memories WHERE key = ?", (key,))
@@ -253,17 +269,22 @@ class SQLiteStore:
         db.execute("DELETE FROM lex_docs WHERE key = ?", (key,))
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """Replace the lexical and graph rows of stored memories (``slm reindex``) in one
-        transaction. Embeddings and tags are kept: they never need recomputing.
+        """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)
+        in one transaction. Embeddings and tags are kept: they never need recomputing. The
+        passage indexes are dropped, to be built again from the rows when next searched.
         """
 
         def work(db: sqlite3.Connection) -> None:
             for key, _ in items:
                 row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
                 self._delete_derived(db, profile, key, row[0].split() if row else None, False)
+                passage_rows.delete_passages(db, key)
             self._insert_derived(db, profile, list(items), rederive=True)
 
         self._write(work)
+        with self._lock:
+            self._passages.drop(profile)
+            self._standing.drop(profile)
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
         column = "useful" if useful else "not_useful"
@@ -507,9 +528,38 @@ class SQLiteStore:
                 out[row] = np.frombuffer(by_key[key], dtype="<f4")
         return out
 
-    def rebuild_vectors(self, profile: str) -> int:
-        """Rebuild the profile's vector index from the rows (``slm reindex``)."""
+    def passage_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
         with self._lock:
+            hits = self._passages.index(profile).search(query, k)
+        return best_per_memory(hits, allowed)
+
+    def passages(
+        self, profile: str, keys: Sequence[int], standing: bool = False
+    ) -> dict[int, Vector]:
+        rows = self._conn.read(lambda db: passage_rows.passage_blobs(db, profile, keys, standing))
+        grouped: dict[int, list[bytes]] = {}
+        for memory, blob in rows:
+            grouped.setdefault(memory, []).append(blob)
+        return {
+            memory: np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, self.dim)
+            for memory, blobs in grouped.items()
+        }
+
+    def standing_search(
+        self, profile: str, query: Vector, k: int
+    ) -> list[tuple[int, str, str, float]]:
+        with self._lock:
+            hits = self._standing.index(profile).search(query, k)
+        found = self._conn.read(lambda db: passage_rows.statements(db, [key for key, _ in hits]))
+        return [(key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found]
+
+    def rebuild_vectors(self, profile: str) -> int:
+        """Rebuild the profile's vector indexes from the rows (``slm reindex``)."""
+        with self._lock:
+            self._passages.rebuild(profile)
+            self._standing.rebuild(profile)
             return self._vectors.rebuild(profile)
 
     # -- lifecycle --------------------------------------------------------------------
@@ -537,7 +587,11 @@ class SQLiteStore:
 
     def _vector_info(self) -> dict[str, Any]:
         with self._lock:
-            return self._vectors.info()
+            info = self._vectors.info()
+            for name, cache in (("passages", self._passages), ("standing", self._standing)):
+                for profile, state in cache.info().items():
+                    info.setdefault(profile, {})[name] = state
+            return info
 
     def backup(self, target: Path) -> int:
         """Copy the whole store (every profile) into the new file ``target`` while it stays
@@ -549,5 +603,6 @@ class SQLiteStore:
 
     def close(self) -> None:
         with self._lock:
-            self._vectors.save_all()
+            for cache in self._caches:
+                cache.save_all()
         self._conn.close()

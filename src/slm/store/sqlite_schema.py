@@ -6,8 +6,10 @@ append a new one.
 Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embeddings``,
 ``lex_*`` (BM25 inverted index and statistics), ``memory_tags``, ``entities`` and
 ``mentions`` (entity graph), ``memory_times`` (dates referenced in the text), ``edges``
-(memory-memory graph: neighbouring turns and semantic neighbours). ``forgotten`` logs
-removed keys so other processes' in-memory indexes can follow.
+(memory-memory graph: neighbouring turns and semantic neighbours). ``passages``
+holds further vectors of a memory: its passages beyond the first (for texts longer than
+the model reads) and its standing statements (migration 7). ``forgotten`` logs removed
+keys so other processes' in-memory indexes can follow.
 
 Postings are ordered by impact within a term (term frequency descending, then document
 length), so a common term's best postings are read first and the rest never (migration 3).
@@ -110,5 +112,13 @@ MIGRATIONS: tuple[str, ...] = (
     """,
     """
     CREATE INDEX mentions_speaker ON mentions (entity) WHERE speaker = 1;
+    """,
+    """
+    CREATE TABLE passages (
+        key INTEGER PRIMARY KEY, memory INTEGER NOT NULL, profile TEXT NOT NULL,
+        kind TEXT NOT NULL, text TEXT, vector BLOB NOT NULL
+    );
+    CREATE INDEX passages_profile ON passages (profile, kind, key);
+    CREATE INDEX passages_memory ON passages (memory);
     """,
 )

@@ -1,4 +1,6 @@
-"""The SQLite store's vector indexes: one per profile, following the ``embeddings`` rows.
+"""The SQLite store's vector indexes: one per profile and :class:`Source` (the memories'
+own vectors in ``embeddings``; their further passages and their standing statements in
+``passages``), each following its rows.
 
 An index is built from the rows the first time a profile is searched and then kept in
 step: new rows are found by their monotonically increasing key, removed ones through the
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from slm.store.base import PASSAGE_SPAN
 from slm.store.sqlite_conn import Connection
 from slm.store.vectors import (
     EXACT_MAX,
@@ -36,6 +39,24 @@ _ROWS = 50_000
 SAVE_EVERY = 20_000
 
 
+@dataclass(frozen=True, slots=True)
+class Source:
+    """The rows an index follows: those of ``table`` meeting ``condition``, keyed by
+    ``key``. One memory owns ``span`` consecutive keys (its key times ``span`` onwards),
+    so a forgotten memory's keys are known without reading them."""
+
+    table: str
+    condition: str = ""
+    span: int = 1
+    #: appended to the profile to name the saved index (``#`` is never in a profile)
+    suffix: str = ""
+
+
+MEMORY_VECTORS = Source("embeddings")
+PASSAGES = Source("passages", "AND kind = 'passage'", PASSAGE_SPAN, "#passages")
+STANDING = Source("passages", "AND kind <> 'passage'", PASSAGE_SPAN, "#standing")
+
+
 @dataclass
 class IndexState:
     index: VectorIndex
@@ -50,11 +71,19 @@ class IndexState:
 class VectorCache:
     """Per-profile vector indexes of one SQLite store (callers hold the store's lock)."""
 
-    def __init__(self, conn: Connection, folder: Path, dim: int, store_id: str) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        folder: Path,
+        dim: int,
+        store_id: str,
+        source: Source = MEMORY_VECTORS,
+    ) -> None:
         self._conn = conn
         self.folder = folder
         self.dim = dim
         self.store_id = store_id
+        self.source = source
         self.states: dict[str, IndexState] = {}
 
     def _version(self) -> int:
@@ -86,7 +115,8 @@ class VectorCache:
         return state.index if state is not None else None
 
     def _open(self, profile: str) -> IndexState:
-        saved = GraphIndex.load(self.folder, profile, lambda m: self._belongs(profile, m))
+        name = profile + self.source.suffix
+        saved = GraphIndex.load(self.folder, name, lambda m: self._belongs(profile, m))
         if saved is not None:
             graph, manifest = saved
             return IndexState(graph, int(manifest["max_key"]), int(manifest["forgotten_seq"]))
@@ -103,23 +133,24 @@ class VectorCache:
             return False
         if same != (self.store_id, profile, self.dim):
             return False
-        last = self._id_of(max_key)
+        last = self._id_of(max_key // self.source.span)
         if last is not None and last != manifest.get("last_id", last):
             return False  # the key now holds another memory: not the rows this was saved from
         (top_key, top_seq) = self._conn.rows(
             "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
             "coalesce((SELECT max(seq) FROM forgotten), 0)"
         )[0]
-        return bool(max_key <= top_key and forgotten_seq <= top_seq)
+        return bool(max_key // self.source.span <= top_key and forgotten_seq <= top_seq)
 
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply rows after the watermark, then removals (in that order, so a row removed
         while we read is still seen in the log)."""
         state.data_version = self._version()
+        source = self.source
         while True:
             rows = self._conn.rows(
-                "SELECT key, vector FROM embeddings WHERE profile = ? AND key > ? "
-                "ORDER BY key LIMIT ?",
+                f"SELECT key, vector FROM {source.table} WHERE profile = ? {source.condition} "
+                "AND key > ? ORDER BY key LIMIT ?",
                 (profile, state.max_key, _ROWS),
             )
             if not rows:
@@ -136,7 +167,8 @@ class VectorCache:
             (profile, state.forgotten_seq),
         )
         if gone:
-            state.index.remove(key for _, key in gone)
+            span = source.span
+            state.index.remove(key * span + i for _, key in gone for i in range(span))
             state.forgotten_seq = gone[-1][0]
             state.unsaved += len(gone)
         state.dirty = False
@@ -157,10 +189,10 @@ class VectorCache:
             "profile": profile,
             "max_key": state.max_key,
             "forgotten_seq": state.forgotten_seq,
-            "last_id": self._id_of(state.max_key),
+            "last_id": self._id_of(state.max_key // self.source.span),
         }
         try:
-            state.index.save(self.folder, profile, watermark)
+            state.index.save(self.folder, profile + self.source.suffix, watermark)
             state.unsaved = 0
         except (OSError, RuntimeError):
             # A cache that cannot be saved is rebuilt from the rows next time.
@@ -176,11 +208,17 @@ class VectorCache:
             if state.unsaved:
                 self.save(profile, state)
 
+    def drop(self, profile: str) -> None:
+        """Forget the profile's index, in memory and on disk: the next search builds it
+        again from the rows."""
+        self.states.pop(profile, None)
+        name = profile + self.source.suffix
+        for path in [self.folder / f"{name}.json", *data_files(self.folder, name)]:
+            path.unlink(missing_ok=True)
+
     def rebuild(self, profile: str) -> int:
         """Drop the profile's index (in memory and on disk) and build it again from the rows."""
-        self.states.pop(profile, None)
-        for path in [self.folder / f"{profile}.json", *data_files(self.folder, profile)]:
-            path.unlink(missing_ok=True)
+        self.drop(profile)
         index = self.index(profile)
         state = self.states[profile]
         if state.unsaved:  # catching up may have saved it already

@@ -1,0 +1,163 @@
+"""What the retrieval benchmarks share: one answer per asked question, its metrics by slice,
+the abstention check, the paired comparison of two configurations, and the Markdown tables.
+
+``slm.bench.locomo`` and ``slm.bench.retrieval`` differ only in how they read their data.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
+from slm.embed import Embedder
+from slm.engine import Memory
+from slm.settings import Settings
+
+K = 10
+COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr@10")
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One recall of one question under one channel configuration: the benchmark's own ids
+    of the returned memories, best first."""
+
+    kind: str
+    ranked: tuple[str, ...]
+    evidence: frozenset[str]
+    top_relevance: float
+    abstained: bool
+    ms: float
+
+
+def ask(
+    memory: Memory,
+    ids: dict[str, str],
+    question: str,
+    kind: str,
+    evidence: frozenset[str],
+    now: datetime,
+    channels: Sequence[str],
+) -> Answer:
+    """Recall the top ``K`` for ``question``, timed around the public call; ``ids`` maps
+    stored memory ids to the benchmark's ids."""
+    start = time.perf_counter()
+    response = memory.recall(question, k=K, channels=channels, now=now)
+    elapsed = (time.perf_counter() - start) * 1000
+    ranked = tuple(ids.get(r.memory.id, "") for r in response.results)
+    top = response.results[0].relevance_score if response.results else 0.0
+    return Answer(kind, ranked, evidence, top, response.abstained, elapsed)
+
+
+@contextmanager
+def fresh_store(
+    dsn: str | None, settings: Settings, embedder: Embedder, name: str
+) -> Iterator[Memory]:
+    """A new, empty store for one conversation: a profile named ``name`` on the PostgreSQL
+    server at ``dsn``, or a SQLite file in a temporary directory (removed afterwards)."""
+    profile = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:64]
+    if dsn is not None:
+        with Memory(dsn=dsn, profile=profile, settings=settings, embedder=embedder) as memory:
+            yield memory
+        return
+    with (
+        tempfile.TemporaryDirectory(prefix="slm-bench-") as tmp,
+        Memory(
+            Path(tmp) / "bench.db", profile=profile, settings=settings, embedder=embedder
+        ) as memory,
+    ):
+        yield memory
+
+
+def summarise(answers: Sequence[Answer]) -> dict[str, float | int]:
+    n = len(answers)
+    if not n:
+        return {"n": 0}
+    out: dict[str, float | int] = {"n": n}
+    for k in (1, 5, 10):
+        out[f"hit@{k}"] = sum(hit_at(a.ranked, set(a.evidence), k) for a in answers) / n
+    for k in (1, 5, 10):
+        out[f"recall@{k}"] = sum(recall_at(a.ranked, set(a.evidence), k) for a in answers) / n
+    out["mrr@10"] = sum(reciprocal_rank(a.ranked, set(a.evidence), K) for a in answers) / n
+    out["abstained"] = sum(a.abstained for a in answers)
+    out["fewer_than_10"] = sum(len(a.ranked) < K for a in answers)
+    return {key: round(v, 4) if isinstance(v, float) else v for key, v in out.items()}
+
+
+def by_kind(answers: Iterable[Answer]) -> dict[str, list[Answer]]:
+    grouped: dict[str, list[Answer]] = defaultdict(list)
+    for answer in answers:
+        grouped[answer.kind].append(answer)
+    return grouped
+
+
+def abstention(scored: Sequence[Answer], negatives: Sequence[Answer], what: str) -> dict[str, Any]:
+    """How well the top ``relevance_score`` tells the scored questions from ``negatives``
+    (questions whose answer is not in the store): AUROC and abstention rates."""
+    return {
+        "auroc": round(
+            auroc([a.top_relevance for a in scored], [a.top_relevance for a in negatives]), 4
+        ),
+        "negatives": len(negatives),
+        "negatives_are": what,
+        "negatives_abstained": round(
+            sum(a.abstained for a in negatives) / max(len(negatives), 1), 4
+        ),
+        "positives_abstained": round(sum(a.abstained for a in scored) / max(len(scored), 1), 4),
+    }
+
+
+def latency(answers: Sequence[Answer]) -> dict[str, float]:
+    times = [a.ms for a in answers]
+    return {"p50": round(percentile(times, 50), 3), "p95": round(percentile(times, 95), 3)}
+
+
+def paired(base: Sequence[Answer], other: Sequence[Answer]) -> dict[str, float | int]:
+    """Question by question against ``base`` (the same scored questions, asked in the same
+    order): how many ``other`` loses (hit@10 in ``base`` only) and gains, and the exact
+    McNemar p-value of that split. A large p means the difference could be chance."""
+    lost = gained = 0
+    for a, b in zip(base, other, strict=True):
+        was, now = hit_at(a.ranked, set(a.evidence), K), hit_at(b.ranked, set(b.evidence), K)
+        lost += was > now
+        gained += now > was
+    return {"lost": lost, "gained": gained, "p": round(mcnemar_p(gained, lost), 4)}
+
+
+def table_row(name: str, block: dict[str, Any]) -> str:
+    return (
+        f"| {name} | {block.get('n', 0)} | "
+        + " | ".join(f"{block.get(c, float('nan')):.3f}" for c in COLUMNS)
+        + " |"
+    )
+
+
+def table_head() -> list[str]:
+    return ["| slice | n | " + " | ".join(COLUMNS) + " |", "|---|---|" + "---|" * len(COLUMNS)]
+
+
+def ablation_table(report: dict[str, Any]) -> list[str]:
+    """One line per configuration: the overall metrics, AUROC and the paired change."""
+    lines = [
+        "",
+        "| configuration | "
+        + " | ".join(COLUMNS)
+        + " | AUROC | hit@10 questions lost / gained (McNemar p) |",
+        "|---|" + "---|" * (len(COLUMNS) + 2),
+    ]
+    blocks = {"all channels": report, **report["ablation"]}
+    for name, block in blocks.items():
+        values = " | ".join(f"{block['overall'].get(c, float('nan')):.3f}" for c in COLUMNS)
+        pair = block.get("paired_hit@10")
+        change = f"{pair['lost']} / {pair['gained']} ({pair['p']:.3f})" if pair else ""
+        lines.append(f"| {name} | {values} | {block['abstention']['auroc']:.3f} | {change} |")
+    return lines
