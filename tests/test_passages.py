@@ -25,7 +25,7 @@ def long_text(ending: str, sentences: int = 40) -> str:
 
 def test_passage_similarity_by_hand() -> None:
     assert passage_similarity(0.4, []) == 0.4
-    # Best of three passages, less the chance maximum of three: 0.08 * sqrt(2 ln 3).
+    # Best of three passages, less the chance maximum of three: 0.04 * sqrt(2 ln 3).
     expected = 0.7 - CHANCE_SPREAD * math.sqrt(2 * math.log(3))
     assert passage_similarity(0.2, [0.7, 0.1]) == pytest.approx(expected)
     # A long text whose passages are all alike scores below a short one that matches as well.

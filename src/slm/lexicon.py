@@ -59,6 +59,31 @@ class Lexicon:
         """Read the statistics and postings now (they are otherwise read on first use)."""
         _ = self.stats, self.postings, self.truncated
 
+    @cached_property
+    def _holders(self) -> Mapping[str, frozenset[int]]:
+        """For each query term whose postings were read whole, the memories holding it."""
+        truncated = self.truncated
+        return {
+            term: frozenset(p.keys.tolist())
+            for term, p in self.postings.items()
+            if term not in truncated
+        }
+
+    def matched(self, keys: Sequence[int]) -> dict[int, set[str]]:
+        """The query's terms each memory holds: from the postings where they were read
+        whole, from the memories' stored terms only for terms whose postings were cut."""
+        holders = self._holders
+        out: dict[int, set[str]] = {key: set() for key in keys}
+        for term, holding in holders.items():
+            for key in holding.intersection(keys):
+                out[key].add(term)
+        rest = {t for t in self.terms if t not in holders and self.stats.df.get(t, 0) > 0}
+        if rest:
+            for key, found in self.terms_of(keys).items():
+                if key in out:
+                    out[key].update(rest.intersection(found))
+        return out
+
     def terms_of(self, keys: Iterable[int]) -> Mapping[int, tuple[str, ...]]:
         """The stored terms of each memory (read once per key per query)."""
         missing = [key for key in dict.fromkeys(keys) if key not in self._docs]

@@ -24,6 +24,10 @@ from slm.store import Store
 
 log = logging.getLogger(__name__)
 
+#: A standing statement whose scope is at least this similar to the request applies to it:
+#: primary evidence for the memory stating it.
+APPLIES = 0.35
+
 #: Candidates linked to one of this many top fused candidates get the graph boost.
 LEADERS = 3
 #: Only this many top survivors are considered for the entity-graph boost: the boost is
@@ -123,7 +127,7 @@ def weigh_evidence(
     if not keys:
         return {}
     similarity = query.similarity(store, keys)
-    applying = {hit.key for hit in applies if hit.key in similarity}
+    applying = {hit.key for hit in applies if hit.key in similarity and hit.score >= APPLIES}
     for hit in applies:
         if hit.key in applying:
             similarity[hit.key] = max(similarity[hit.key], hit.score)
@@ -133,11 +137,11 @@ def weigh_evidence(
     in_window = _in_window(store, query, keys)
     lexicon = query.lexicon
     asked = set(query.terms)
-    docs = lexicon.terms_of(keys) if lexicon is not None and asked else {}  # one read for all
+    held = lexicon.matched(keys) if lexicon is not None and asked else {}
     out: dict[int, Evidence] = {}
     for key, cosine in zip(keys, cosines, strict=True):
         lexical = (
-            fusion.lexical_coverage(query.terms, asked.intersection(docs[key]), lexicon.idf)
+            fusion.lexical_coverage(query.terms, held[key], lexicon.idf)
             if lexicon is not None and asked
             else 0.0
         )

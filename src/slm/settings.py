@@ -29,7 +29,7 @@ ALL_CHANNELS: tuple[str, ...] = (
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
     {
         "semantic": 1.0,
-        "bm25": 0.5,
+        "bm25": 0.75,
         "temporal": 0.7,
         "standing": 1.0,
         "hopfield": 0.2,

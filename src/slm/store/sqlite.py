@@ -538,14 +538,8 @@ class SQLiteStore:
     def passages(
         self, profile: str, keys: Sequence[int], standing: bool = False
     ) -> dict[int, Vector]:
-        rows = self._conn.read(lambda db: passage_rows.passage_blobs(db, profile, keys, standing))
-        grouped: dict[int, list[bytes]] = {}
-        for memory, blob in rows:
-            grouped.setdefault(memory, []).append(blob)
-        return {
-            memory: np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, self.dim)
-            for memory, blobs in grouped.items()
-        }
+        with self._lock:
+            return (self._standing if standing else self._passages).owned(profile, keys)
 
     def standing_search(
         self, profile: str, query: Vector, k: int

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
 
 from slm.models import NewMemory
 from slm.store.base import PASSAGE_SPAN, STANDING_BASE
@@ -42,22 +41,6 @@ def insert_passages(
 
 def delete_passages(db: sqlite3.Connection, key: int) -> None:
     db.execute("DELETE FROM passages WHERE memory = ?", (key,))
-
-
-def passage_blobs(
-    db: sqlite3.Connection, profile: str, keys: Sequence[int], standing: bool
-) -> list[Any]:
-    """(memory, vector) rows of the further passages of ``keys`` (or, with ``standing``, of
-    their standing statements), in key order."""
-    kind = "<>" if standing else "="
-    out: list[Any] = []
-    for chunk in chunks(list(keys)):
-        out += db.execute(
-            f"SELECT memory, vector FROM passages WHERE memory IN ({marks(len(chunk))}) "
-            f"AND +profile = ? AND kind {kind} 'passage' ORDER BY key",
-            [*chunk, profile],
-        ).fetchall()
-    return out
 
 
 def statements(db: sqlite3.Connection, keys: Sequence[int]) -> dict[int, tuple[str, str]]:

@@ -16,13 +16,14 @@ the previous saved pair or none, never a torn one; an index saved for another da
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from slm.store.base import PASSAGE_SPAN
+from slm.store.base import PASSAGE_SPAN, Vector
 from slm.store.sqlite_conn import Connection
 from slm.store.vectors import (
     EXACT_MAX,
@@ -66,6 +67,8 @@ class IndexState:
     unsaved: int = 0
     #: ``PRAGMA data_version`` when this index last caught up (others' commits change it)
     data_version: int = -1
+    #: memory key -> its keys in the index, ascending (built on demand, reset on change)
+    owned: dict[int, list[int]] | None = None
 
 
 class VectorCache:
@@ -109,6 +112,23 @@ class VectorCache:
         """Whether rows may have changed since the index last caught up (a commit of ours,
         or of another connection)."""
         return state.dirty or self._version() != state.data_version
+
+    def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
+        """The vectors each of ``memories`` owns in the profile's index (for a source of
+        several keys per memory), in key order; memories owning none are left out."""
+        index = self.index(profile)
+        state = self.states[profile]
+        if state.owned is None:
+            grouped: dict[int, list[int]] = {}
+            for key in sorted(index.keys()):
+                grouped.setdefault(key // self.source.span, []).append(key)
+            state.owned = grouped
+        found = [(memory, keys) for memory in memories if (keys := state.owned.get(memory))]
+        vectors = index.get([key for _, keys in found for key in keys]) if found else None
+        if vectors is None:
+            return {}
+        bounds = np.cumsum([0, *(len(keys) for _, keys in found)])
+        return {memory: vectors[bounds[i] : bounds[i + 1]] for i, (memory, _) in enumerate(found)}
 
     def loaded(self, profile: str) -> VectorIndex | None:
         state = self.states.get(profile)
@@ -158,6 +178,7 @@ class VectorCache:
             keys = [r[0] for r in rows]
             matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4").reshape(-1, self.dim)
             state.index.add(keys, matrix)
+            state.owned = None
             state.max_key = keys[-1]
             state.unsaved += len(keys)
             if isinstance(state.index, ExactIndex) and len(state.index) > EXACT_MAX:
@@ -169,6 +190,7 @@ class VectorCache:
         if gone:
             span = source.span
             state.index.remove(key * span + i for _, key in gone for i in range(span))
+            state.owned = None
             state.forgotten_seq = gone[-1][0]
             state.unsaved += len(gone)
         state.dirty = False

@@ -87,6 +87,10 @@ class ExactIndex:
         """(keys, vectors) of everything indexed, in row order."""
         return self._keys[: self._size], self._matrix[: self._size]
 
+    def keys(self) -> list[int]:
+        """Every key indexed."""
+        return [int(key) for key in self._keys[: self._size]]
+
     def add(self, keys: list[int], vectors: Matrix) -> None:
         fresh = [i for i, key in enumerate(keys) if key not in self._row]
         if not fresh:
@@ -182,6 +186,10 @@ class GraphIndex:
 
     def __len__(self) -> int:
         return len(self._present) - len(self._dead)
+
+    def keys(self) -> list[int]:
+        """Every key indexed (tombstones left out)."""
+        return list(self._present - self._dead)
 
     def add(self, keys: list[int], vectors: Matrix) -> None:
         fresh = [i for i, key in enumerate(keys) if key not in self._present]
