@@ -400,7 +400,7 @@ def show_trace(response: RecallResponse) -> None:
         click.echo(
             f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
             f"lexical {detail['lexical_coverage']:.2f}, window {detail['time_window_match']}; "
-            f"boost {detail['entity_graph_boost']:.4f}; {ranks}"
+            f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}; {ranks}"
         )
     click.echo(f"\n{trace['total_ms']:.1f} ms")
 

@@ -127,9 +127,10 @@ def weigh_evidence(
     if not keys:
         return {}
     similarity = query.similarity(store, keys)
-    applying = {hit.key for hit in applies if hit.key in similarity and hit.score >= APPLIES}
+    applying: set[int] = set()
     for hit in applies:
-        if hit.key in applying:
+        if hit.key in similarity and hit.score >= APPLIES:
+            applying.add(hit.key)
             similarity[hit.key] = max(similarity[hit.key], hit.score)
     cosines = [similarity[key] for key in keys]
     mean, count = store.mean_vector(query.profile)
@@ -247,10 +248,11 @@ def run_recall(
         {key: evidence[key].relevance for key in records},
         settings.role_boost,
     )
-    for key, boost in roles.items():
-        boosts[key] = boosts.get(key, 0.0) + boost
     ranking = {
-        key: score + boosts.get(key, 0.0) + settings.evidence_weight * evidence[key].relevance
+        key: score
+        + boosts.get(key, 0.0)
+        + roles.get(key, 0.0)
+        + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
     }
     # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
@@ -284,7 +286,9 @@ def run_recall(
                 "candidates": len(evidence),
                 "passed": len(passed),
             },
-            "results": [_result_trace(r, evidence[r.memory.key], passed, boosts) for r in results],
+            "results": [
+                _result_trace(r, evidence[r.memory.key], passed, boosts, roles) for r in results
+            ],
             "total_ms": round((time.perf_counter() - start) * 1000, 3),
         }
     response = RecallResponse(
@@ -370,6 +374,7 @@ def _result_trace(
     evidence: Evidence,
     passed: Mapping[int, str],
     boosts: Mapping[int, float],
+    roles: Mapping[int, float],
 ) -> dict[str, Any]:
     key = result.memory.key
     return {
@@ -384,4 +389,5 @@ def _result_trace(
         "lexical_coverage": round(evidence.lexical, 6),
         "time_window_match": evidence.temporal,
         "entity_graph_boost": round(boosts.get(key, 0.0), 6),
+        "role_boost": round(roles.get(key, 0.0), 6),
     }
