@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from slm.settings import Settings, parse_channel_list
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _emit(
@@ -27,21 +30,65 @@ def bench() -> None:
     """Measure retrieval quality and speed with the benchmarks that ship with slm."""
 
 
-@bench.command()
-@click.option(
-    "--data",
-    "data",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A LoCoMo JSON file (the original layout).",
+_OUT = click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here."
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
-@click.option("--ablate", is_flag=True, help="Also run with each channel switched off in turn.")
-@click.option("--channels", help="Comma-separated channels (default: all).")
-@click.option("--dsn", envvar="SLM_DSN", help="Run on PostgreSQL (one profile per conversation).")
-@click.option("--conversations", type=int, help="Only the first N conversations.")
-@click.option("--questions", type=int, help="Only the first N questions of each conversation.")
+_JSON = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+_ABLATE = click.option(
+    "--ablate", is_flag=True, help="Also run with each channel switched off in turn."
+)
+_CHANNELS = click.option("--channels", help="Comma-separated channels (default: all).")
+_QUESTIONS = click.option(
+    "--questions", type=click.IntRange(1), help="Only the first N questions of each."
+)
+
+
+def _quality_options(data_help: str, unit: str) -> Callable[[F], F]:
+    """The options the retrieval-quality commands share; ``unit`` names what the data set
+    holds several of (conversations, instances)."""
+    data = click.option(
+        "--data",
+        "data",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help=data_help,
+    )
+    dsn = click.option(
+        "--dsn", envvar="SLM_DSN", help=f"Run on PostgreSQL (one profile per {unit})."
+    )
+    first = click.option(f"--{unit}s", type=click.IntRange(1), help=f"Only the first N {unit}s.")
+
+    def decorate(command: F) -> F:
+        for option in reversed([data, _OUT, _JSON, _ABLATE, _CHANNELS, dsn, first, _QUESTIONS]):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def _quality(
+    name: str, data: Path, out: Path | None, as_json: bool, channels: str | None, **run: Any
+) -> None:
+    """Run the ``slm.bench.<name>`` harness with the shared options and emit its report."""
+    harness = importlib.import_module(f"slm.bench.{name}")
+    chosen = parse_channel_list(channels, "--channels") if channels else None
+
+    def progress(line: str) -> None:
+        if not as_json:
+            click.echo(line, err=True)
+
+    report = harness.run(
+        data, settings=Settings.from_env(), channels=chosen, progress=progress, **run
+    )
+    limits = {k: v for k, v in run.items() if k not in ("dsn", "ablate")}
+    options = {"--channels": channels, **{f"--{k}": v for k, v in limits.items()}}
+    command = [f"slm bench {name} --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
+    report["command"] = " ".join(command + (["--ablate"] if run["ablate"] else []))
+    _emit(report, out, as_json, harness.markdown)
+
+
+@bench.command()
+@_quality_options("A LoCoMo JSON file (the original layout).", "conversation")
 def locomo(
     data: Path,
     out: Path | None,
@@ -53,46 +100,23 @@ def locomo(
     questions: int | None,
 ) -> None:
     """Retrieval quality on LoCoMo conversations (protocol: docs/benchmarks.md)."""
-    from slm.bench import locomo as harness
-
-    chosen = parse_channel_list(channels, "--channels") if channels else None
-
-    def progress(line: str) -> None:
-        if not as_json:
-            click.echo(line, err=True)
-
-    report = harness.run(
+    _quality(
+        "locomo",
         data,
+        out,
+        as_json,
+        channels,
         dsn=dsn,
-        settings=Settings.from_env(),
-        channels=chosen,
         ablate=ablate,
         conversations=conversations,
         questions=questions,
-        progress=progress,
     )
-    options = {"--channels": channels, "--conversations": conversations, "--questions": questions}
-    command = [f"slm bench locomo --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
-    report["command"] = " ".join(command + (["--ablate"] if ablate else []))
-    report["store"] = "postgresql" if dsn else "sqlite"
-    _emit(report, out, as_json, harness.markdown)
 
 
 @bench.command()
-@click.option(
-    "--data",
-    "data",
-    required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A JSON file in the generic layout (docs/benchmarks.md, 'Any conversation set').",
+@_quality_options(
+    "A JSON file in the generic layout (docs/benchmarks.md, 'Any conversation set').", "instance"
 )
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
-@click.option("--ablate", is_flag=True, help="Also run with each channel switched off in turn.")
-@click.option("--channels", help="Comma-separated channels (default: all).")
-@click.option("--dsn", envvar="SLM_DSN", help="Run on PostgreSQL (one profile per instance).")
-@click.option("--instances", type=click.IntRange(1), help="Only the first N instances.")
-@click.option("--questions", type=click.IntRange(1), help="Only the first N questions of each.")
 def retrieval(
     data: Path,
     out: Path | None,
@@ -104,28 +128,17 @@ def retrieval(
     questions: int | None,
 ) -> None:
     """Retrieval quality and abstention on any conversation set (BEAM, your own data)."""
-    from slm.bench import retrieval as harness
-
-    chosen = parse_channel_list(channels, "--channels") if channels else None
-
-    def progress(line: str) -> None:
-        if not as_json:
-            click.echo(line, err=True)
-
-    report = harness.run(
+    _quality(
+        "retrieval",
         data,
+        out,
+        as_json,
+        channels,
         dsn=dsn,
-        settings=Settings.from_env(),
-        channels=chosen,
         ablate=ablate,
         instances=instances,
         questions=questions,
-        progress=progress,
     )
-    options = {"--channels": channels, "--instances": instances, "--questions": questions}
-    command = [f"slm bench retrieval --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
-    report["command"] = " ".join(command + (["--ablate"] if ablate else []))
-    _emit(report, out, as_json, harness.markdown)
 
 
 @bench.command()

@@ -23,13 +23,14 @@ from typing import Any
 
 from slm.bench.report import (
     Answer,
+    ablation,
     ablation_table,
     abstention,
     ask,
     by_kind,
+    configurations,
     fresh_store,
     latency,
-    paired,
     summarise,
     table_head,
     table_row,
@@ -174,9 +175,7 @@ def run(
     data, cleaning = load(path)
     data = data[:conversations] if conversations else data
     base = tuple(channels) if channels else settings.channels
-    configs = {"all": base}
-    if ablate:
-        configs.update({f"without {c}": tuple(x for x in base if x != c) for c in base})
+    configs = configurations(base, ablate)
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)
     run_id, ingest_ms, memories = uuid.uuid4().hex[:8], 0.0, 0
@@ -217,14 +216,7 @@ def run(
         **score(positives["all"], negatives["all"]),
     }
     if ablate:
-        report["ablation"] = {
-            name: {
-                **score(positives[name], negatives[name]),
-                "paired_hit@10": paired(_scored(positives["all"]), _scored(positives[name])),
-            }
-            for name in configs
-            if name != "all"
-        }
+        report["ablation"] = ablation(positives, negatives, score, _scored)
     return report
 
 

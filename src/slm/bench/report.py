@@ -10,7 +10,7 @@ import re
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -131,6 +131,32 @@ def paired(base: Sequence[Answer], other: Sequence[Answer]) -> dict[str, float |
         lost += was > now
         gained += now > was
     return {"lost": lost, "gained": gained, "p": round(mcnemar_p(gained, lost), 4)}
+
+
+def configurations(channels: Sequence[str], ablate: bool) -> dict[str, tuple[str, ...]]:
+    """``"all"``: ``channels``; with ``ablate``, also each of them switched off in turn."""
+    configs = {"all": tuple(channels)}
+    if ablate:
+        configs.update({f"without {c}": tuple(x for x in channels if x != c) for c in channels})
+    return configs
+
+
+def ablation(
+    positives: Mapping[str, Sequence[Answer]],
+    negatives: Mapping[str, Sequence[Answer]],
+    score: Callable[[Sequence[Answer], Sequence[Answer]], dict[str, Any]],
+    scored: Callable[[Sequence[Answer]], Sequence[Answer]] = list,
+) -> dict[str, Any]:
+    """The report of every configuration but ``"all"``, each with its paired comparison to
+    ``"all"`` over the ``scored`` answers."""
+    return {
+        name: {
+            **score(answers, negatives[name]),
+            "paired_hit@10": paired(scored(positives["all"]), scored(answers)),
+        }
+        for name, answers in positives.items()
+        if name != "all"
+    }
 
 
 def table_row(name: str, block: dict[str, Any]) -> str:

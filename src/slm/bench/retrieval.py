@@ -30,13 +30,14 @@ from typing import Any
 from slm import validate
 from slm.bench.report import (
     Answer,
+    ablation,
     ablation_table,
     abstention,
     ask,
     by_kind,
+    configurations,
     fresh_store,
     latency,
-    paired,
     summarise,
     table_head,
     table_row,
@@ -172,9 +173,7 @@ def run(
     name, data = load(path)
     data = data[:instances] if instances else data
     base = tuple(channels) if channels else settings.channels
-    configs = {"all": base}
-    if ablate:
-        configs.update({f"without {c}": tuple(x for x in base if x != c) for c in base})
+    configs = configurations(base, ablate)
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)
     run_id, ingest_ms, stored = uuid.uuid4().hex[:8], 0.0, 0
@@ -211,14 +210,7 @@ def run(
         **score(positives["all"], negatives["all"]),
     }
     if ablate:
-        report["ablation"] = {
-            config_name: {
-                **score(positives[config_name], negatives[config_name]),
-                "paired_hit@10": paired(positives["all"], positives[config_name]),
-            }
-            for config_name in configs
-            if config_name != "all"
-        }
+        report["ablation"] = ablation(positives, negatives, score)
     return report
 
 
