@@ -61,8 +61,10 @@ def test_remember_recall_get_list_forget(run) -> None:  # type: ignore[no-untype
 
 def test_human_output(run) -> None:  # type: ignore[no-untyped-def]
     assert run("remember", "Kettle descaling needs citric acid").stdout.startswith("remembered ")
+    again = run("remember", "Kettle descaling needs citric acid").stdout
+    assert again.startswith("already stored as ")
     out = run("recall", "descaling the kettle").stdout
-    assert " 1. [" in out and "Kettle descaling" in out
+    assert " 1. Kettle descaling" in out and "relevance 0." in out and "ranking 0." in out
 
 
 def test_recall_trace_json(run) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +86,7 @@ def test_import_export_round_trip(run, tmp_path: Path) -> None:  # type: ignore[
 
 
 def test_health_json(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "something")
     report = json.loads(run("health", "--json").stdout)
     assert set(report) >= {"store", "embedder", "channels"}
     assert report["channels"]["semantic"] == {"healthy": True, "reason": None, "enabled": True}
@@ -116,6 +119,8 @@ BAD = [
 
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_input_one_line_error(run, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "a first memory")
+    run("forget", json.loads(run("list", "--json").stdout)[0]["id"])
     result = run(*args)
     assert result.exit_code != 0
     assert message in result.stderr

@@ -403,6 +403,8 @@ def test_real_processes_print_one_line(tmp_path: Path) -> None:
         ([b"remember", b"bad \xff\xfe bytes"], "not valid Unicode"),
         (["remember", "x", "--meta", deep], "nested deeper than"),
     ]
+    # The store must exist for a reading command to get as far as its arguments.
+    subprocess.run([sys.executable, "-m", "slm", "remember", "first"], env=env, timeout=60)
     for argv, message in cases:
         done = subprocess.run(
             [sys.executable, "-m", "slm", *argv], capture_output=True, env=env, timeout=60

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult
-from slm.engine import Memory, MemoryInput
+from slm.engine import Memory, MemoryInput, Remembered
 from slm.errors import (
     ChannelUnavailable,
     ConfigError,
@@ -22,7 +22,7 @@ from slm.errors import (
 from slm.models import MemoryRecord
 from slm.settings import ALL_CHANNELS, Settings
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ALL_CHANNELS",
@@ -38,6 +38,7 @@ __all__ = [
     "NotFound",
     "RecallResponse",
     "RecallResult",
+    "Remembered",
     "Settings",
     "SlmError",
     "StoreError",

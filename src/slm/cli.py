@@ -7,11 +7,13 @@ output (and only that) on stdout.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
+import shutil
 import sys
-from collections.abc import Callable, Iterator
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,37 +21,85 @@ from typing import Any, TypeVar
 import click
 
 from slm import validate
+from slm.cli_output import emit, show_details, show_memory, show_response, show_trace
 from slm.contract import RecallResponse
 from slm.engine import Memory
-from slm.errors import NotFound, SlmError
-from slm.models import MemoryRecord
+from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError
 from slm.settings import Settings, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_ERROR = 1
+EXIT_USAGE = 2
 EXIT_INTERNAL = 70
 
 
 class Context:
+    """Where the command's store is: set by the global options, before or after the command."""
+
     def __init__(self, db: str | None, profile: str | None, dsn: str | None = None) -> None:
         self.db = db
         self.dsn = dsn
+        #: whether --profile was given (SLM_PROFILE alone does not count)
+        self.profile_flag = profile is not None
         self.profile = profile or os.environ.get("SLM_PROFILE") or "default"
 
     @contextmanager
-    def memory(self, **overrides: Any) -> Iterator[Memory]:
+    def memory(self, *, create: bool = True, **overrides: Any) -> Iterator[Memory]:
+        """The store, opened for the command. A command that only reads (``create=False``)
+        refuses a SQLite file that does not exist instead of creating an empty one; one that
+        writes creates it, but not a directory named with ``--db`` that does not exist."""
         settings = Settings.from_env(**overrides)
         if self.dsn:
             store: dict[str, Any] = {"dsn": self.dsn}
         else:
-            store = {"path": Path(self.db).expanduser() if self.db else default_db_path()}
+            path = Path(self.db).expanduser() if self.db else default_db_path()
+            if not path.exists():
+                if not create:
+                    raise NotFound(
+                        f"no store at {path}: commands that only read never create one "
+                        "(store something first with 'slm remember', or check --db / SLM_DB)"
+                    )
+                if self.db and not path.parent.is_dir():
+                    raise InvalidInput(
+                        f"the directory {path.parent} does not exist (--db names a file in an "
+                        "existing directory)",
+                        field="db",
+                    )
+            store = {"path": path}
         with Memory(**store, profile=self.profile, settings=settings) as memory:
             yield memory
 
 
 class SlmGroup(click.Group):
-    """Turns library errors into one-line messages; no traceback reaches the user."""
+    """Turns every failure into one line on stderr, ``error: ...``: exit status 2 for a usage
+    error (an unknown option, a value of the wrong type), 1 for anything else; no traceback
+    and no usage block reach the user."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = super().main
+        if not standalone_mode:
+            return run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "slm"
+            click.echo(f"error: {exc.format_message()} (see '{command} --help')", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -78,38 +128,55 @@ class SlmGroup(click.Group):
             sys.exit(EXIT_INTERNAL)
 
 
+def quiet_option(func: F) -> F:
+    return click.option("--quiet", is_flag=True, help="No progress on stderr.")(func)
+
+
+#: Seconds between two progress lines when stderr is not a terminal.
+PROGRESS_EVERY = 3.0
+
+
+@contextmanager
+def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A callback counting work done: a progress bar on a terminal, else a line on stderr
+    every ``PROGRESS_EVERY`` seconds and at the end; nothing with ``quiet``."""
+    if quiet:
+        yield lambda done: None
+        return
+    if sys.stderr.isatty():
+        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+            yield bar.update
+        return
+    count, last = 0, time.monotonic()
+
+    def update(done: int) -> None:
+        nonlocal count, last
+        count += done
+        if time.monotonic() - last >= PROGRESS_EVERY or count >= total:
+            click.echo(f"{label} {count} of {total}", err=True)
+            last = time.monotonic()
+
+    yield update
+
+
+@contextmanager
+def _readable(file: Path) -> Iterator[Path]:
+    """``file``, or for ``-`` a temporary copy of standard input (read twice: checked, then
+    stored)."""
+    if str(file) != "-":
+        yield file
+        return
+    with tempfile.TemporaryDirectory(prefix="slm-stdin-") as folder:
+        copy = Path(folder) / "stdin.jsonl"
+        with open(copy, "w", encoding="utf-8") as handle:
+            shutil.copyfileobj(sys.stdin, handle)
+        yield copy
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")(
         func
     )
-
-
-def emit(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def show_memory(record: MemoryRecord) -> None:
-    click.echo(f"{record.id}  {record.content}")
-    details = [f"event {record.event_time:%Y-%m-%d %H:%M}"]
-    if record.source:
-        details.append(f"source {record.source}")
-    if record.tags:
-        details.append("tags " + ",".join(record.tags))
-    click.echo("                  " + "  ".join(details))
-
-
-def show_response(response: RecallResponse) -> None:
-    if response.abstained:
-        click.echo(f"(no memory passes the evidence floor: {response.abstention_reason})")
-        return
-    for result in response.results:
-        click.echo(
-            f"{result.rank_position:>2}. [{result.relevance_score:.2f}] {result.memory.content}"
-        )
-        click.echo(
-            f"      id {result.memory.id}  event {result.memory.event_time:%Y-%m-%d}"
-            + (f"  source {result.memory.source}" if result.memory.source else "")
-        )
 
 
 @click.group(cls=SlmGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -120,7 +187,7 @@ def show_response(response: RecallResponse) -> None:
     help="PostgreSQL DSN of a server store, used instead of --db (env SLM_DSN).",
 )
 @click.option("--profile", help="Profile name, [A-Za-z0-9_.-]{1,64} (env SLM_PROFILE).")
-@click.version_option(package_name="slm")
+@click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, dsn: str | None, profile: str | None) -> None:
     """slm: local-first memory for AI agents. Store what matters; recall it ranked."""
@@ -149,20 +216,26 @@ def remember(
     tags: tuple[str, ...],
     as_json: bool,
 ) -> None:
-    """Store TEXT as a memory (identical text returns the existing memory)."""
+    """Store TEXT as a memory ('-' reads it from standard input); identical text is stored
+    once, and the command says so."""
+    if text == "-":
+        text = sys.stdin.read()
+    item = {
+        "content": text,
+        "event_time": event_time,
+        "source": source,
+        "confidence": confidence,
+        "metadata": meta,
+        "tags": tags,
+    }
     with obj.memory() as memory:
-        record = memory.remember(
-            text,
-            event_time=event_time,
-            source=source,
-            confidence=confidence,
-            metadata=meta,
-            tags=tags,
-        )
+        (done,) = memory.store_many([item])
     if as_json:
-        emit(record.to_dict())
+        emit(done.memory.to_dict())
+    elif done.created:
+        click.echo(f"remembered {done.memory.id}")
     else:
-        click.echo(f"remembered {record.id}")
+        click.echo(f"already stored as {done.memory.id} (identical content)")
 
 
 @cli.command()
@@ -191,7 +264,7 @@ def recall(
     as_json: bool,
 ) -> None:
     """Recall the memories most relevant to QUERY."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         response = memory.recall(
             query,
             k=k,
@@ -203,12 +276,13 @@ def recall(
             now=now,
             channels=channels.split(",") if channels is not None else None,
         )
+        contents = _trace_contents(memory, response) if trace and not as_json else {}
     if as_json:
         emit(response.to_dict())
-        return
-    show_response(response)
-    if trace and response.trace is not None:
-        click.echo(json.dumps(response.trace, indent=2))
+    elif trace:
+        show_trace(response, contents)
+    else:
+        show_response(response)
 
 
 @cli.command()
@@ -216,13 +290,14 @@ def recall(
 @json_option
 @click.pass_obj
 def get(obj: Context, memory_id: str, as_json: bool) -> None:
-    """Show one memory."""
-    with obj.memory() as memory:
+    """Show one memory: its text, times, source, confidence, trust, tags and metadata."""
+    with obj.memory(create=False) as memory:
         record = memory.get(memory_id)
+        trust = memory.source_trust(record.source)
     if as_json:
         emit(record.to_dict())
     else:
-        show_memory(record)
+        show_details(record, trust)
 
 
 @cli.command(name="list")
@@ -236,10 +311,14 @@ def list_(
     obj: Context, limit: int, offset: int, source: str | None, tags: tuple[str, ...], as_json: bool
 ) -> None:
     """List memories, most recently recorded first."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         records = memory.list(limit, offset, source=source, tags=tags)
     if as_json:
         emit([r.to_dict() for r in records])
+    elif not records:
+        chosen = " matching these filters" if source is not None or tags else ""
+        past = f" past the first {offset}" if offset else ""
+        click.echo(f"no memories{chosen}{past} in profile {obj.profile!r}")
     else:
         for record in records:
             show_memory(record)
@@ -251,7 +330,7 @@ def list_(
 @click.pass_obj
 def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
     """Remove memories by id, from every index."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         removed = memory.forget(ids)
     missing = [i for i in dict.fromkeys(ids) if i not in removed]
     if as_json:
@@ -263,20 +342,19 @@ def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
 
 
 @cli.command(name="import")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@quiet_option
 @json_option
 @click.pass_obj
-def import_(obj: Context, file: Path, as_json: bool) -> None:
-    """Store every memory of a JSON Lines FILE (validated first; re-runs store nothing twice)."""
+def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
+    """Store every memory of a JSON Lines FILE ('-' reads standard input); the whole file is
+    validated first, and a re-run stores nothing twice."""
     from slm.transfer import check_jsonl, import_jsonl
 
-    with obj.memory() as memory:
-        total = check_jsonl(memory, file)
-        if sys.stderr.isatty() and not as_json:
-            with click.progressbar(length=total, label="importing", file=sys.stderr) as bar:
-                report = import_jsonl(memory, file, progress=bar.update)
-        else:
-            report = import_jsonl(memory, file)
+    with obj.memory() as memory, _readable(file) as path:
+        total = check_jsonl(memory, path)
+        with progress(total, "imported", quiet) as update:
+            report = import_jsonl(memory, path, progress=update)
     if as_json:
         emit({"read": report.read, "stored": report.stored, "existing": report.existing})
     else:
@@ -291,7 +369,7 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
     """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
     from slm.transfer import export_jsonl
 
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         if str(file) == "-":
             count = export_jsonl(memory, sys.stdout)
             return
@@ -315,7 +393,7 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
 @click.pass_obj
 def feedback(obj: Context, memory_id: str, useful: bool, as_json: bool) -> None:
     """Record whether a memory was useful; this updates its source's trust_score."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         trust = memory.feedback(memory_id, useful=useful)
     if as_json:
         emit({"id": memory_id, "useful": useful, "source_trust": trust})
@@ -328,7 +406,7 @@ def feedback(obj: Context, memory_id: str, useful: bool, as_json: bool) -> None:
 @click.pass_obj
 def health(obj: Context, as_json: bool) -> None:
     """Report store, embedder and channel health."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         report = memory.health()
     if as_json:
         emit(report)
@@ -352,7 +430,7 @@ def trace(
     obj: Context, query: str, k: int, channels: str | None, now: str | None, as_json: bool
 ) -> None:
     """Explain a recall: what each channel found, how it was fused, why each result is there."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         response = memory.recall(
             query,
             k=k,
@@ -360,49 +438,21 @@ def trace(
             now=now,
             channels=channels.split(",") if channels is not None else None,
         )
+        contents = {} if as_json else _trace_contents(memory, response)
     if as_json:
         emit(response.to_dict())
-        return
-    assert response.trace is not None
-    show_trace(response)
+    else:
+        show_trace(response, contents)
 
 
-def show_trace(response: RecallResponse) -> None:
-    trace: dict[str, Any] = dict(response.trace or {})
-    query = trace["query"]
-    click.echo(f"query    {query['text']!r}")
-    click.echo(f"terms    {' '.join(query['terms']) or '-'}")
-    click.echo(f"entities {', '.join(query['entities']) or '-'}")
-    window = query["time_window"]
-    when = f"{window['start'][:10]} .. {window['end'][:10]} ({window['text']})" if window else "-"
-    click.echo(f"window   {when}" + ("   [when-question]" if query["when_question"] else ""))
-    fusion = trace["fusion"]
-    weights = ", ".join(f"{n} {w:g}" for n, w in fusion["weights"].items())
-    click.echo(f"fusion   weighted RRF, k={fusion['k']:g}; weights {weights}\n")
-    contents = {r.memory.id: r.memory.content for r in response.results}
-    for name, run in trace["channels"].items():
-        if not run["ran"]:
-            why = run["error"] or run["reason"]
-            click.echo(f"{name:<10} did not run ({why})")
-            continue
-        click.echo(f"{name:<10} {len(run['candidates'])} candidates in {run['ms']:.1f} ms")
-        for hit in run["candidates"][:5]:
-            text = contents.get(hit["id"], "")
-            click.echo(f"    #{hit['rank']:<3} {hit['score']:>10.4f}  {hit['id']}  {text[:60]}")
-    click.echo()
-    if response.abstained:
-        click.echo(f"abstained: {response.abstention_reason}")
-    for result, detail in zip(response.results, trace["results"], strict=True):
-        ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
-        click.echo(
-            f"{result.rank_position:>2}. [{result.relevance_score:.2f}] {result.memory.content}"
-        )
-        click.echo(
-            f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
-            f"lexical {detail['lexical_coverage']:.2f}, window {detail['time_window_match']}; "
-            f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}; {ranks}"
-        )
-    click.echo(f"\n{trace['total_ms']:.1f} ms")
+def _trace_contents(memory: Memory, response: RecallResponse) -> dict[str, str]:
+    """The text of every memory a traced recall mentions (results and channel hits)."""
+    runs = (response.trace or {}).get("channels", {}).values()
+    ids = {hit["id"] for run in runs for hit in run["candidates"][:5] if hit["id"]}
+    found = {r.memory.id: r.memory.content for r in response.results}
+    missing = [i for i in ids if i not in found]
+    found.update((r.id, r.content) for r in memory.get_many(missing))
+    return found
 
 
 @cli.command()
@@ -410,7 +460,7 @@ def show_trace(response: RecallResponse) -> None:
 @click.pass_obj
 def reindex(obj: Context, as_json: bool) -> None:
     """Rebuild the derived indexes (lexical, entities, dates, graph) from the stored memories."""
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         count = memory.reindex()
     if as_json:
         emit({"reindexed": count})
@@ -429,8 +479,8 @@ def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None
     from slm.migrate import migrate as copy_store
 
     obj: Context = ctx.obj
-    chosen = ctx.parent is not None and ctx.parent.params.get("profile") is not None
-    profiles = [obj.profile] if chosen or os.environ.get("SLM_PROFILE") else None
+    chosen = obj.profile_flag or os.environ.get("SLM_PROFILE")
+    profiles = [obj.profile] if chosen else None
     done = 0
 
     def show_progress(read: int) -> None:
@@ -463,7 +513,7 @@ def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
     """Copy the whole store (every profile) to the file PATH while it stays in use."""
     from slm.backup import backup as copy_store
 
-    with obj.memory() as memory:
+    with obj.memory(create=False) as memory:
         report = copy_store(memory, path, overwrite=force)
     if as_json:
         emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
@@ -479,7 +529,7 @@ def demo(ctx: click.Context, as_json: bool) -> None:
     from slm.demo import QUESTIONS, conversation
 
     obj: Context = ctx.obj
-    if ctx.parent is not None and ctx.parent.params.get("profile") is None:
+    if not obj.profile_flag:
         obj.profile = "demo"
     answers = []
     with obj.memory() as memory:
@@ -522,6 +572,33 @@ def serve(obj: Context, host: str, port: int) -> None:
         host=host, port=port, path=path, dsn=obj.dsn, default_profile=obj.profile, token=token
     )
 
+
+def _store_option(name: str, help: str) -> click.Option:
+    """``--db``, ``--dsn`` or ``--profile`` after the command name, as people type them
+    (``slm serve --profile team``); given there, it overrides the one before it."""
+
+    def late(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is None:
+            return
+        obj = ctx.find_object(Context)
+        assert obj is not None
+        if name == "profile":
+            obj.profile = validate.profile(value)
+            obj.profile_flag = True
+        elif name == "db":
+            obj.db, obj.dsn = value, None
+        else:
+            obj.dsn = value
+
+    return click.Option([f"--{name}"], expose_value=False, callback=late, help=help)
+
+
+for _command in cli.commands.values():
+    _command.params += [
+        _store_option("db", "SQLite file (also accepted before the command)."),
+        _store_option("dsn", "PostgreSQL DSN (also accepted before the command)."),
+        _store_option("profile", "Profile name (also accepted before the command)."),
+    ]
 
 from slm.bench.cli import bench  # noqa: E402  (registered after the commands above)
 

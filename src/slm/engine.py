@@ -24,6 +24,7 @@ from slm.channels import Channel, Query, build_channels
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
+from slm.fusion import source_trust
 from slm.graphview import GraphView
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.entities import Mention, extract_entities, without_names
@@ -50,6 +51,15 @@ PENDING: Matrix = np.zeros(0, dtype=np.float32)
 #: A speaker mentioned by at least this share of a profile's memories is left out of the
 #: query embedding (see ``_everywhere``).
 EVERYWHERE = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What :meth:`Memory.store_many` did with one item: the stored memory, and whether it
+    was stored by this call (False: identical content was already there)."""
+
+    memory: MemoryRecord
+    created: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +202,17 @@ class Memory:
         ``vectors`` (one row per item, from the same model as this store's embedder) skips
         the embedding step: for bulk loads whose embeddings were computed elsewhere.
         """
+        return [r.memory for r in self.store_many(items, vectors=vectors)]
+
+    def store_many(
+        self,
+        items: Iterable[MemoryInput | Mapping[str, Any]],
+        *,
+        vectors: Matrix | None = None,
+    ) -> list[Remembered]:
+        """:meth:`remember_many`, saying for each item whether it was stored now
+        (``created``) or its content was already stored (the first of several identical
+        items in one batch is the one created)."""
         if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
             raise InvalidInput("items must be a list of memories", field="items")
         batch = list(islice(items, validate.MAX_BATCH + 1))
@@ -229,7 +250,12 @@ class Memory:
             stored = self.store.insert(self.profile, new_items)
             ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
         records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
-        return [records[ids[c.content_hash]] for c in checked]
+        out = []
+        for c in checked:
+            created = c.content_hash not in known
+            known.setdefault(c.content_hash, ids[c.content_hash])
+            out.append(Remembered(records[ids[c.content_hash]], created))
+        return out
 
     def _standing(
         self, contents: Sequence[str], sources: Sequence[str | None]
@@ -296,11 +322,13 @@ class Memory:
         Returns the source's new ``trust_score``.
         """
         record = self.get(memory_id)
-        source = record.source or ""
-        self.store.add_feedback(self.profile, source, bool(useful))
-        counts = self.store.source_feedback(self.profile, [source]).get(source, (0, 0))
-        from slm.fusion import source_trust
+        self.store.add_feedback(self.profile, record.source or "", bool(useful))
+        return self.source_trust(record.source)
 
+    def source_trust(self, source: str | None) -> float:
+        """The ``trust_score`` of a source's memories (docs/scoring.md, "Trust")."""
+        name = source or ""
+        counts = self.store.source_feedback(self.profile, [name]).get(name, (0, 0))
         return source_trust(*counts, prior=self.settings.trust_prior)
 
     def reindex(self, batch: int = 500) -> int:
@@ -344,6 +372,11 @@ class Memory:
         if not found:
             raise NotFound(f"no memory with id {memory_id} in profile {self.profile!r}")
         return found[0]
+
+    def get_many(self, memory_ids: Iterable[str]) -> list[MemoryRecord]:
+        """The memories with these ids, in the order given; ids not in the profile are
+        left out."""
+        return self.store.get(self.profile, validate.memory_ids(memory_ids))
 
     def list(
         self,

@@ -65,3 +65,15 @@ class EmbedderError(SlmError):
 
 class StoreError(SlmError):
     """The store could not be opened, read or written."""
+
+
+#: The distribution's name on the package index. The command and the import are ``slm``:
+#: the distribution called ``slm`` there is another project.
+DISTRIBUTION = "slm-memory"
+
+
+def install_hint(extra: str | None = None) -> str:
+    """How to install slm (with ``extra``), by name and from a checkout."""
+    if extra is None:
+        return f"pip install {DISTRIBUTION} (from a checkout: pip install .)"
+    return f"pip install '{DISTRIBUTION}[{extra}]' (from a checkout: pip install '.[{extra}]')"

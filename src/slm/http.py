@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 from slm import __version__, errors, validate
 from slm.embed import Embedder
 from slm.engine import Memory
-from slm.errors import ConfigError, InvalidInput, NotFound, SlmError
+from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint
 from slm.settings import Settings
 
 try:
@@ -40,7 +40,7 @@ try:
     from starlette.exceptions import HTTPException
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
-    raise ConfigError("slm serve needs the server extra: pip install 'slm[server]'") from exc
+    raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
 log = logging.getLogger("slm.http")
 

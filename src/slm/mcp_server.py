@@ -15,14 +15,14 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from slm.engine import Memory
-from slm.errors import ConfigError, InvalidInput, NotFound, SlmError
+from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint
 
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import Field
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
-    raise ConfigError("slm mcp needs the MCP extra: pip install 'slm[mcp]'") from exc
+    raise ConfigError(f"slm mcp needs the MCP extra: {install_hint('mcp')}") from exc
 
 INSTRUCTIONS = """\
 Long-term memory that persists across sessions. Call `recall` before answering anything that

@@ -34,6 +34,7 @@ _OUT = click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here."
 )
 _JSON = click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+_QUIET = click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 _ABLATE = click.option(
     "--ablate", is_flag=True, help="Also run with each channel switched off in turn."
 )
@@ -59,7 +60,8 @@ def _quality_options(data_help: str, unit: str) -> Callable[[F], F]:
     first = click.option(f"--{unit}s", type=click.IntRange(1), help=f"Only the first N {unit}s.")
 
     def decorate(command: F) -> F:
-        for option in reversed([data, _OUT, _JSON, _ABLATE, _CHANNELS, dsn, first, _QUESTIONS]):
+        options = [data, _OUT, _JSON, _QUIET, _ABLATE, _CHANNELS, dsn, first, _QUESTIONS]
+        for option in reversed(options):
             command = option(command)
         return command
 
@@ -67,14 +69,20 @@ def _quality_options(data_help: str, unit: str) -> Callable[[F], F]:
 
 
 def _quality(
-    name: str, data: Path, out: Path | None, as_json: bool, channels: str | None, **run: Any
+    name: str,
+    data: Path,
+    out: Path | None,
+    as_json: bool,
+    quiet: bool,
+    channels: str | None,
+    **run: Any,
 ) -> None:
     """Run the ``slm.bench.<name>`` harness with the shared options and emit its report."""
     harness = importlib.import_module(f"slm.bench.{name}")
     chosen = parse_channel_list(channels, "--channels") if channels else None
 
     def progress(line: str) -> None:
-        if not as_json:
+        if not quiet:
             click.echo(line, err=True)
 
     report = harness.run(
@@ -93,6 +101,7 @@ def locomo(
     data: Path,
     out: Path | None,
     as_json: bool,
+    quiet: bool,
     ablate: bool,
     channels: str | None,
     dsn: str | None,
@@ -105,6 +114,7 @@ def locomo(
         data,
         out,
         as_json,
+        quiet,
         channels,
         dsn=dsn,
         ablate=ablate,
@@ -121,6 +131,7 @@ def retrieval(
     data: Path,
     out: Path | None,
     as_json: bool,
+    quiet: bool,
     ablate: bool,
     channels: str | None,
     dsn: str | None,
@@ -133,6 +144,7 @@ def retrieval(
         data,
         out,
         as_json,
+        quiet,
         channels,
         dsn=dsn,
         ablate=ablate,
@@ -143,8 +155,9 @@ def retrieval(
 
 @bench.command()
 @click.option("--n", "n", type=click.IntRange(1), required=True, help="Memories to generate.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the JSON here.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report on stdout.")
+@_OUT
+@_JSON
+@_QUIET
 @click.option("--seed", type=int, default=0, show_default=True, help="Generator seed.")
 @click.option(
     "--queries", type=click.IntRange(1), default=200, show_default=True, help="Timed queries."
@@ -189,6 +202,7 @@ def scale(
     n: int,
     out: Path | None,
     as_json: bool,
+    quiet: bool,
     seed: int,
     queries: int,
     directory: Path | None,
@@ -203,7 +217,7 @@ def scale(
     from slm.bench import scale as harness
 
     def progress(line: str) -> None:
-        if not as_json:
+        if not quiet:
             click.echo(line, err=True)
 
     report = harness.run(

@@ -55,7 +55,7 @@ from slm.bench.metrics import percentile
 from slm.embed import Embedder, Matrix, make_embedder
 from slm.embed.base import normalise
 from slm.engine import Memory
-from slm.errors import ConfigError, InvalidInput, SlmError
+from slm.errors import ConfigError, InvalidInput, SlmError, install_hint
 from slm.settings import Settings
 
 K = 10
@@ -547,7 +547,7 @@ def plot(reports: Sequence[Mapping[str, Any]], out: Path) -> None:
     try:
         import matplotlib
     except ImportError:
-        raise ImportError("slm bench plot needs matplotlib: pip install 'slm[bench]'") from None
+        raise ImportError(f"slm bench plot needs matplotlib: {install_hint('bench')}") from None
     matplotlib.use("Agg")
     from matplotlib import pyplot
 

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from slm.embed.base import Matrix, normalise
-from slm.errors import EmbedderError
+from slm.errors import EmbedderError, install_hint
 
 MAX_TOKENS = 256
 #: Tokens consecutive passages of a long text share, so a sentence cut by a passage
@@ -37,7 +37,7 @@ MAX_WORKERS = 4
 def _package_dir(package: str) -> Path:
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise EmbedderError(f"the package {package!r} is not installed (pip install slm)")
+        raise EmbedderError(f"the package {package!r} is not installed: {install_hint()}")
     return Path(next(iter(spec.submodule_search_locations)))
 
 

@@ -15,11 +15,11 @@ def open_store(*, path: str | Path | None, dsn: str | None, dim: int) -> Store:
         try:
             from slm.store.postgres import PostgresStore
         except ImportError as exc:
-            from slm.errors import ConfigError
+            from slm.errors import ConfigError, install_hint
 
             raise ConfigError(
-                f"the PostgreSQL store needs the 'postgres' extra "
-                f"(pip install 'slm[postgres]'): {exc}"
+                f"the PostgreSQL store needs the 'postgres' extra: {install_hint('postgres')}; "
+                f"{exc}"
             ) from None
         return PostgresStore(dsn, dim=dim)
     from slm.store.sqlite import SQLiteStore

@@ -1,0 +1,131 @@
+"""What the ``slm`` command prints for people (``--json`` prints the library's objects)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import click
+
+from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, RecallResponse
+from slm.models import MemoryRecord
+
+#: Abstention reasons in words.
+ABSTAINED = {
+    EVIDENCE_FLOOR: "Nothing stored answers this well enough (no memory passed the evidence "
+    "floor: none is similar enough, shares enough of the question's words or falls in its "
+    "time window).",
+    NO_CANDIDATES: "Nothing stored matches this at all (no channel found a candidate).",
+}
+ORDER_NOTE = (
+    "Ordered by ranking (how the channels agree, plus boosts); relevance (0..1) is how strongly "
+    "each memory answers the question, on the same scale for every question."
+)
+#: Characters of a memory shown on one line of a list or a trace.
+SHOWN = 160
+
+
+def emit(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def one_line(text: str, width: int = SHOWN) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def show_memory(record: MemoryRecord) -> None:
+    """A memory as one entry of a list."""
+    click.echo(f"{record.id}  {one_line(record.content)}")
+    details = [f"event {record.event_time:%Y-%m-%d %H:%M}"]
+    if record.source:
+        details.append(f"source {record.source}")
+    if record.tags:
+        details.append("tags " + ",".join(record.tags))
+    click.echo("                  " + "  ".join(details))
+
+
+def show_details(record: MemoryRecord, trust: float) -> None:
+    """Everything stored with one memory (``slm get``)."""
+    click.echo(record.content)
+    click.echo()
+    rows = [
+        ("id", record.id),
+        ("event time", f"{record.event_time:%Y-%m-%d %H:%M:%S} UTC"),
+        ("recorded", f"{record.recorded_at:%Y-%m-%d %H:%M:%S} UTC"),
+        ("source", record.source or "-"),
+        ("confidence", f"{record.confidence:g} (memory_confidence)"),
+        ("trust", f"{trust:.3f} (trust_score of its source)"),
+        ("tags", ", ".join(record.tags) or "-"),
+        ("metadata", json.dumps(dict(record.metadata), ensure_ascii=False) or "-"),
+    ]
+    for name, value in rows:
+        click.echo(f"{name:<11} {value}")
+
+
+def show_response(response: RecallResponse) -> None:
+    """A recall's results: content, then relevance, ranking and where the memory is from."""
+    if response.abstained:
+        click.echo(ABSTAINED.get(response.abstention_reason or "", "Nothing found."))
+        return
+    reordered = False
+    previous = None
+    for result in response.results:
+        memory = result.memory
+        click.echo(f"{result.rank_position:>2}. {one_line(memory.content)}")
+        details = [
+            f"relevance {result.relevance_score:.2f}",
+            f"ranking {result.ranking_score:.4f}",
+            f"{memory.event_time:%Y-%m-%d}",
+        ]
+        if memory.source:
+            details.append(f"source {memory.source}")
+        details.append(f"id {memory.id}")
+        click.echo("    " + " · ".join(details))
+        reordered = reordered or (previous is not None and result.relevance_score > previous)
+        previous = result.relevance_score
+    if reordered:
+        click.echo(f"\n{ORDER_NOTE}")
+
+
+def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
+    """A recall explained: the question as read, each channel's top hits, each result's
+    evidence. ``contents`` maps the ids in the trace to their text."""
+    trace: dict[str, Any] = dict(response.trace or {})
+    query = trace["query"]
+    click.echo(f"query    {query['text']!r}")
+    if query["embedded_text"] != query["text"]:
+        click.echo(f"embedded {query['embedded_text']!r}")
+    click.echo(f"terms    {' '.join(query['terms']) or '-'}")
+    click.echo(f"entities {', '.join(query['entities']) or '-'}")
+    window = query["time_window"]
+    when = f"{window['start'][:10]} .. {window['end'][:10]} ({window['text']})" if window else "-"
+    click.echo(f"window   {when}" + ("   [when-question]" if query["when_question"] else ""))
+    fusion = trace["fusion"]
+    weights = ", ".join(f"{n} {w:g}" for n, w in fusion["weights"].items())
+    click.echo(f"fusion   weighted RRF, k={fusion['k']:g}; weights {weights}\n")
+    for name, run in trace["channels"].items():
+        if not run["ran"]:
+            why = run["error"] or run["reason"]
+            click.echo(f"{name:<10} did not run ({why})")
+            continue
+        click.echo(f"{name:<10} {len(run['candidates'])} candidates in {run['ms']:.1f} ms")
+        for hit in run["candidates"][:5]:
+            text = one_line(contents.get(hit["id"], ""), 60)
+            click.echo(f"    #{hit['rank']:<3} {hit['score']:>10.4f}  {hit['id']}  {text}")
+    click.echo()
+    if response.abstained:
+        click.echo(ABSTAINED.get(response.abstention_reason or "", "Nothing found."))
+    for result, detail in zip(response.results, trace["results"], strict=True):
+        ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
+        click.echo(
+            f"{result.rank_position:>2}. [relevance {result.relevance_score:.2f}] "
+            f"{one_line(result.memory.content)}"
+        )
+        click.echo(
+            f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
+            f"lexical {detail['lexical_coverage']:.2f}, window {detail['time_window_match']}; "
+            f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}; {ranks}"
+        )
+    click.echo(f"\n{trace['total_ms']:.1f} ms")
