@@ -16,12 +16,17 @@ TOOLS = {"remember", "recall", "forget", "get", "list_recent", "trace", "health"
 
 
 def run_session(
-    home: Path, scenario: Callable[[Client], Awaitable[None]], *args: str, **env: str
+    home: Path,
+    scenario: Callable[[Client], Awaitable[None]],
+    *args: str,
+    after: list[str] | None = None,
+    **env: str,
 ) -> None:
-    """Start ``slm mcp`` with the fake embedder, run ``scenario`` against it, shut it down."""
+    """Start ``slm mcp`` with the fake embedder, run ``scenario`` against it, shut it down;
+    ``args`` go before the command name, ``after`` after it."""
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "slm", "--db", str(home / "mcp.db"), *args, "mcp"],
+        args=["-m", "slm", "--db", str(home / "mcp.db"), *args, "mcp", *(after or [])],
         env={"SLM_EMBEDDER": "fake", "SLM_HOME": str(home), **env},
     )
 
@@ -58,6 +63,56 @@ def test_tools_are_listed_with_guidance(tmp_path: Path) -> None:
         assert "phrase the query" in (listed["recall"].description or "").lower()
         assert listed["recall"].input_schema["required"] == ["query"]
         assert listed["forget"].input_schema["required"] == ["ids"]
+        for tool in listed.values():
+            assert tool.input_schema.get("additionalProperties") is False, tool.name
+            assert len(tool.description or "") < 500, tool.name
+        k = listed["recall"].input_schema["properties"]["k"]
+        assert (k["minimum"], k["maximum"]) == (1, 1000)
+        assert set(listed["recall"].input_schema["properties"]) >= {
+            "source", "tags", "after", "before"
+        }  # fmt: skip
+        confidence = listed["remember"].input_schema["properties"]["confidence"]
+        assert (confidence["minimum"], confidence["maximum"]) == (0, 1)
+        limit = listed["list_recent"].input_schema["properties"]["limit"]
+        assert (limit["minimum"], limit["maximum"]) == (1, 10_000)
+
+    run_session(tmp_path, scenario)
+
+
+def test_server_reports_its_version(tmp_path: Path) -> None:
+    import slm
+
+    async def scenario(client: Client) -> None:
+        info = client.server_info
+        assert info is not None and info.name == "slm" and info.version == slm.__version__
+
+    run_session(tmp_path, scenario)
+
+
+def test_recall_filters_and_a_repeat_remember(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        first = data(
+            await client.call_tool(
+                "remember",
+                {"content": "Standup is at nine", "source": "work", "tags": ["office"],
+                 "event_time": "2024-05-02T09:00:00Z"},
+            )
+        )  # fmt: skip
+        assert first["created"] is True
+        again = data(await client.call_tool("remember", {"content": "Standup is at nine"}))
+        assert again["created"] is False and again["id"] == first["id"]
+        await client.call_tool(
+            "remember", {"content": "Football is at nine on Sundays", "source": "home"}
+        )
+        query = {"query": "what is at nine?"}
+        by_source = data(await client.call_tool("recall", {**query, "source": "home"}))
+        assert [r["source"] for r in by_source["results"]] == ["home"]
+        by_tag = data(await client.call_tool("recall", {**query, "tags": ["office"]}))
+        assert [r["id"] for r in by_tag["results"]] == [first["id"]]
+        window = {**query, "after": "2024-05-01T00:00:00Z", "before": "2024-05-03T00:00:00Z"}
+        assert [r["id"] for r in data(await client.call_tool("recall", window))["results"]] == [
+            first["id"]
+        ]
 
     run_session(tmp_path, scenario)
 
@@ -91,6 +146,7 @@ def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
         assert "trace" not in contract
         assert "trace" in data(await client.call_tool("trace", {"query": "Priya cats"}))
 
+        assert stored.pop("created") is True
         assert data(await client.call_tool("get", {"id": stored["id"]})) == stored
         recent = data(await client.call_tool("list_recent", {"limit": 1}))["memories"]
         assert [m["content"] for m in recent] == ["Deploys happen on Thursdays"]
@@ -107,11 +163,17 @@ def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
 def test_invalid_calls_are_tool_errors_and_the_server_lives_on(tmp_path: Path) -> None:
     async def scenario(client: Client) -> None:
         cases: list[tuple[str, dict[str, Any], str]] = [
-            ("recall", {"query": "x", "k": 0}, "k must be in 1..1000"),
+            ("recall", {"query": "x", "k": 0}, "greater than or equal to 1"),
+            ("recall", {"query": "x", "k": 1001}, "less than or equal to 1000"),
+            ("recall", {"query": "x", "tags": "health"}, "tags"),
+            ("recall", {"query": "x", "after": "soon"}, "after is not an ISO 8601"),
+            ("recall", {"query": "x", "limit": 3}, "Extra inputs are not permitted"),
+            ("list_recent", {"limit": 0}, "greater than or equal to 1"),
             ("recall", {"query": "x", "k": "many"}, "k"),
             ("recall", {}, "query"),
             ("remember", {"content": "   "}, "content is empty"),
-            ("remember", {"content": "x", "confidence": 7}, "confidence"),
+            ("remember", {"content": "x", "confidence": 7}, "less than or equal to 1"),
+            ("remember", {"content": "x", "tag": ["typo"]}, "Extra inputs are not permitted"),
             ("remember", {"content": "x", "event_time": "soon"}, "event_time"),
             ("get", {"id": "not-an-id"}, "memory id must be"),
             ("forget", {"ids": "zz"}, "ids"),
@@ -136,3 +198,4 @@ def test_profile_from_flag_and_environment(tmp_path: Path) -> None:
 
     run_session(tmp_path, remember_in_profile, "--profile", "work")
     run_session(tmp_path, sees_nothing_else, SLM_PROFILE="home")
+    run_session(tmp_path, remember_in_profile, after=["--profile", "work"])
