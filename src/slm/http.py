@@ -34,11 +34,14 @@ try:
     from fastapi import Depends, FastAPI, Header, Query, Request
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, JSONResponse
     from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
     from pydantic.config import JsonDict
     from starlette.exceptions import HTTPException
+    from starlette.staticfiles import StaticFiles
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from swagger_ui_bundle import swagger_ui_path
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
@@ -281,29 +284,32 @@ def create_app(
         title="slm",
         version=__version__,
         summary="Local-first memory for AI agents: store what matters, recall it ranked.",
-        docs_url=None,  # the docs page loads scripts from a CDN; slm stays offline
+        docs_url=None,  # FastAPI's page loads its scripts from a CDN: slm serves its own
         redoc_url=None,
         lifespan=lifespan,
     )
     app.state.profiles = profiles
     app.state.default_profile = validate.profile(default_profile)
     _add_routes(app)
+    _add_docs(app)
     _add_error_handlers(app)
     return Guard(app, token=token, loopback_only=loopback_only, max_body_bytes=max_body_bytes)
 
 
 def _add_routes(app: FastAPI) -> None:
-    @app.post("/v1/memories", status_code=201, responses=_ok(None, 201))
+    @app.post("/v1/memories", status_code=201, responses={**_ok(None, 201), 200: {}})
     def remember(body: RememberBody, memory: Mem) -> JSONResponse:
         """Store one memory (an object) or a batch (``{"memories": [...]}``), all or nothing.
 
-        Identical content in a profile is stored once: the existing memory comes back.
+        Identical content in a profile is stored once: the existing memory comes back. Each
+        memory returned says whether this request stored it (``created``); the status is 201
+        when at least one was stored, 200 when all were already there.
         """
         items = body.memories if isinstance(body, MemoryBatch) else [body]
-        records = memory.remember_many([i.model_dump(exclude_unset=True) for i in items])
-        out = [r.to_dict() for r in records]
+        done = memory.store_many([i.model_dump(exclude_unset=True) for i in items])
+        out = [{**d.memory.to_dict(), "created": d.created} for d in done]
         data = {"memories": out} if isinstance(body, MemoryBatch) else out[0]
-        return JSONResponse(data, status_code=201)
+        return JSONResponse(data, status_code=201 if any(d.created for d in done) else 200)
 
     @app.post("/v1/recall", responses=_ok(RecallOut))
     def recall(body: RecallIn, memory: Mem) -> JSONResponse:
@@ -341,6 +347,22 @@ def _add_routes(app: FastAPI) -> None:
     def health(memory: Mem) -> JSONResponse:
         """Store, embedder and channel health, and the profile's memory count."""
         return JSONResponse(memory.health())
+
+
+def _add_docs(app: FastAPI) -> None:
+    """Interactive API documentation at ``/docs``, from the OpenAPI document, with Swagger
+    UI's files served from the ``swagger-ui-bundle`` package (nothing loaded from the web)."""
+    app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="slm API",
+            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs/assets/swagger-ui.css",
+            swagger_favicon_url="/docs/assets/favicon-32x32.png",
+        )
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -449,6 +471,14 @@ class Guard:
             if body is None:
                 limit = self.max_body_bytes
                 refusal = error_response(413, "too_large", f"request body over {limit} bytes")
+            elif body and not _is_json(headers.get("content-type", b"")):
+                # Also what keeps a web page's form post (text/plain) from being read as JSON.
+                refusal = error_response(
+                    415,
+                    "unsupported_media_type",
+                    "the body must be JSON: send Content-Type: application/json",
+                    "body",
+                )
         if refusal is not None:
             await refusal(scope, receive, send)
             return
@@ -498,6 +528,14 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
+
+
+def _is_json(content_type: bytes) -> bool:
+    """``application/json`` or a ``+json`` type, with any parameters."""
+    kind = content_type.decode("latin-1").partition(";")[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
 
 
 def _host_name(value: bytes) -> str:
