@@ -112,3 +112,12 @@ def test_beam_slice(tmp_path: Path) -> None:
     assert report["instances"] == 1 and report["scored"] == 18
     assert report["abstention"]["negatives"] == 2
     assert report["overall"]["hit@10"] > 0.5  # the harness really retrieves
+
+
+def test_progress_on_stderr_unless_quiet(tmp_path: Path) -> None:
+    data = dataset(tmp_path)
+    shown = run(["--data", str(data), "--json"])
+    assert shown.exit_code == 0 and "one: 4 memories, 5 questions" in shown.stderr
+    assert json.loads(shown.stdout)["scored"] == 3  # stdout stays the report alone
+    quiet = run(["--data", str(data), "--quiet"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
