@@ -24,7 +24,7 @@ from slm import validate
 from slm.cli_output import emit, show_details, show_memory, show_response, show_trace
 from slm.contract import RecallResponse
 from slm.engine import Memory
-from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError
+from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError, outcome
 from slm.settings import Settings, default_db_path
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -106,7 +106,7 @@ class SlmGroup(click.Group):
             return super().invoke(ctx)
         except SlmError as exc:
             click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_ERROR)
+            sys.exit(outcome(exc).exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:

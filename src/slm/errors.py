@@ -1,8 +1,8 @@
 """The one exception tree of slm.
 
 Every error the library raises on purpose is a :class:`SlmError`. Adapters translate
-them: the CLI prints the message and exits non-zero, the MCP server returns a tool error,
-the HTTP API answers with a 4xx/5xx JSON body.
+them through one table, :data:`OUTCOMES`: the CLI prints the message and exits non-zero, the
+MCP server returns a tool error, the HTTP API answers with a 4xx/5xx JSON body.
 
     SlmError
     ├── InvalidInput        bad argument from the caller (HTTP 400); also a ValueError
@@ -15,6 +15,7 @@ the HTTP API answers with a 4xx/5xx JSON body.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -65,6 +66,37 @@ class EmbedderError(SlmError):
 
 class StoreError(SlmError):
     """The store could not be opened, read or written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an error becomes at each surface: the HTTP status and error ``type`` of the REST
+    API, the exit status of the command line, the prefix of an MCP tool error."""
+
+    http_status: int
+    kind: str
+    exit_code: int
+    tool_prefix: str
+
+
+#: The one map from library errors to every surface (the most specific class wins).
+OUTCOMES: dict[type[SlmError], Outcome] = {
+    InvalidInput: Outcome(400, "invalid_input", 1, "invalid input"),
+    NotFound: Outcome(404, "not_found", 1, "not found"),
+    ChannelUnavailable: Outcome(503, "unavailable", 1, "unavailable"),
+    EmbedderError: Outcome(503, "unavailable", 1, "unavailable"),
+    StoreError: Outcome(503, "unavailable", 1, "unavailable"),
+    ConfigError: Outcome(500, "error", 1, "configuration error"),
+    SlmError: Outcome(500, "error", 1, "error"),
+}
+
+
+def outcome(exc: SlmError) -> Outcome:
+    """The :data:`OUTCOMES` entry of ``exc``'s most specific class."""
+    for kind in type(exc).__mro__:
+        if kind in OUTCOMES:
+            return OUTCOMES[kind]
+    return OUTCOMES[SlmError]
 
 
 #: The distribution's name on the package index. The command and the import are ``slm``:

@@ -23,10 +23,10 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from slm import __version__, errors, validate
+from slm import __version__, validate
 from slm.embed import Embedder
 from slm.engine import Memory
-from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint
+from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
 from slm.settings import Settings
 
 try:
@@ -375,7 +375,6 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers or None)
 
 
-_UNAVAILABLE = (errors.StoreError, errors.EmbedderError, errors.ChannelUnavailable)
 _HTTP_KINDS = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
 #: Library argument names that a request calls otherwise.
 _FIELD_ALIASES = {"items": "memories"}
@@ -416,13 +415,11 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     async def library_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SlmError)
-        if isinstance(exc, InvalidInput):
-            return error_response(400, "invalid_input", str(exc), library_field(exc))
-        if isinstance(exc, NotFound):
-            return error_response(404, "not_found", str(exc))
-        log.error("%s: %s", type(exc).__name__, exc)
-        status = 503 if isinstance(exc, _UNAVAILABLE) else 500
-        return error_response(status, "unavailable" if status == 503 else "error", str(exc))
+        result = outcome(exc)
+        if result.http_status >= 500:
+            log.error("%s: %s", type(exc).__name__, exc)
+        field = library_field(exc) if isinstance(exc, InvalidInput) else None
+        return error_response(result.http_status, result.kind, str(exc), field)
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HTTPException)

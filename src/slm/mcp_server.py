@@ -16,7 +16,7 @@ from typing import Annotated, Any, cast
 
 from slm import __version__, validate
 from slm.engine import Memory
-from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint
+from slm.errors import ConfigError, SlmError, install_hint, outcome
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -220,12 +220,8 @@ def _call(action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """Run one library call; its deliberate errors become tool errors the agent can read."""
     try:
         return action()
-    except InvalidInput as exc:
-        raise ToolError(f"invalid input: {exc}") from exc
-    except NotFound as exc:
-        raise ToolError(f"not found: {exc}") from exc
     except SlmError as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        raise ToolError(f"{outcome(exc).tool_prefix}: {exc}") from exc
 
 
 def run_stdio(memory: Memory) -> None:
