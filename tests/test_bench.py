@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from slm.bench.locomo import Cleaning, clean_evidence
 from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
+from slm.channels import ALL_CHANNELS
 from slm.cli import cli
-from slm.settings import ALL_CHANNELS
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 

@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from slm import validate
+from slm.channels import ALL_CHANNELS
 from slm.cli import cli
-from slm.settings import ALL_CHANNELS
 
 BEAM = Path(__file__).resolve().parents[2] / "shared" / "data" / "beam-dev.json"
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from slm import Memory, Settings
+from slm.channels import ALL_CHANNELS
 from slm.embed import Matrix
 from slm.embed.fake import FakeEmbedder
-from slm.settings import ALL_CHANNELS
 
 
 def channel_ranks(trace: dict[str, Any], memory_id: str) -> dict[str, int]:
@@ -240,8 +240,7 @@ def test_spreading_frontier_keeps_the_most_activated_in_order() -> None:
 def test_only_bm25_runs_before_the_vector() -> None:
     from slm.channels import REGISTRY
 
-    standalone = {name for name, factory in REGISTRY.items() if factory.standalone}  # type: ignore[attr-defined]
-    assert standalone == {"bm25"}
+    assert {channel.name for channel in REGISTRY if not channel.needs} == {"bm25"}
 
 
 def test_early_channels_give_the_same_recall(
@@ -268,7 +267,7 @@ def test_early_channels_give_the_same_recall(
         return out
 
     early = answers()
-    monkeypatch.setattr(real_memory.channels["bm25"], "standalone", False)
+    monkeypatch.setattr(real_memory.channels["bm25"], "needs", frozenset({"prior"}))
     assert answers() == early
     assert any(early)
 
@@ -276,12 +275,53 @@ def test_early_channels_give_the_same_recall(
 def test_a_channel_reading_the_pending_vector_fails_loudly(
     memory: Memory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from slm.engine import PENDING
+    from slm.recall.interpret import PENDING
 
     memory.remember("a note on kayaks")
-    monkeypatch.setattr(memory.channels["semantic"], "standalone", True)
+    monkeypatch.setattr(memory.channels["semantic"], "needs", frozenset())
     trace = memory.recall("kayaks", trace=True).trace
     assert trace is not None
     assert PENDING.shape == (0,)
     assert trace["channels"]["semantic"]["ran"] is False
     assert trace["channels"]["semantic"]["error"]
+
+
+def test_a_new_channel_is_one_class_and_one_registry_line(
+    memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What docs/architecture.md promises: a toy channel that finds memories by length joins
+    every recall, its trace, health and fusion, with its own default weight."""
+    from typing import ClassVar
+
+    import slm.channels as channels
+    from slm.channels.base import Context, Health, Hit, Need, Role
+
+    class ShortestChannel:
+        name: ClassVar[str] = "shortest"
+        weight: ClassVar[float] = 0.3
+        needs: ClassVar[frozenset[Need]] = frozenset()
+        role: ClassVar[Role] = "plain"
+        index: ClassVar[str | None] = None
+
+        def __init__(self, settings: Settings) -> None:
+            pass
+
+        def health(self) -> Health:
+            return Health(True)
+
+        def candidates(self, context: Context, k: int) -> list[Hit]:
+            records = context.store.page(context.query.profile, 100, 0, context.query.filters)
+            shortest = sorted(records, key=lambda r: (len(r.content), r.key))[:k]
+            return [Hit(r.key, rank, 1.0 / len(r.content)) for rank, r in enumerate(shortest, 1)]
+
+    monkeypatch.setattr(channels, "REGISTRY", (*channels.REGISTRY, ShortestChannel))
+    with Memory(tmp_path / "toy.db", settings=Settings(embedder="fake")) as toy:
+        toy.remember_many([{"content": "kayak"}, {"content": "a long note about kayaks"}])
+        response = toy.recall("kayak", trace=True)
+        assert response.trace is not None
+        assert response.trace["channels"]["shortest"]["ran"] is True
+        assert response.trace["fusion"]["weights"]["shortest"] == 0.3
+        assert "shortest" in response.results[0].channels
+        assert toy.health()["channels"]["shortest"]["healthy"] is True
+        only = toy.recall("kayak", channels=["shortest", "bm25"], trace=True).trace
+        assert only is not None and only["channels"]["semantic"]["reason"] == "disabled"

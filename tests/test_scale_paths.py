@@ -12,7 +12,7 @@ import pytest
 import slm.channels.temporal as temporal
 import slm.lexicon as lexicon
 from slm import Memory, Settings
-from slm.channels import Query
+from slm.channels import Context, Query
 from slm.channels.bm25 import BM25Channel
 
 
@@ -41,10 +41,11 @@ def bm25_ranking(memory: Memory, text: str) -> list[tuple[int, float]]:
         vector=memory.embedder.embed_batch([text])[0],
         terms=tuple(query_terms(text)),
         now=datetime.now(UTC),
-        lexicon=lexicon.Lexicon(memory.store, memory.profile, query_terms(text)),
     )
-    channel = BM25Channel(memory.store, memory.settings)
-    return [(h.key, round(h.score, 4)) for h in channel.candidates(query, 10)]
+    channel = BM25Channel(memory.settings)
+    return [
+        (h.key, round(h.score, 4)) for h in channel.candidates(Context(memory.store, query), 10)
+    ]
 
 
 def test_cut_postings_rescore_to_the_exact_ranking(

@@ -10,7 +10,8 @@ import pytest
 from slm import Memory
 from slm.channels.base import Hit
 from slm.channels.bm25 import MIN_SHARE_OF_BEST
-from slm.fusion import (
+from slm.lexicon import idf
+from slm.recall.fusion import (
     entity_graph_boost,
     lexical_coverage,
     order,
@@ -19,7 +20,6 @@ from slm.fusion import (
     source_trust,
     weighted_rrf,
 )
-from slm.lexicon import idf
 from slm.text import query_terms, terms
 
 

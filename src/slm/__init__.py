@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from slm.channels import ALL_CHANNELS
 from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult
 from slm.engine import Memory, MemoryInput, Remembered
 from slm.errors import (
@@ -20,7 +21,7 @@ from slm.errors import (
     StoreError,
 )
 from slm.models import MemoryRecord
-from slm.settings import ALL_CHANNELS, Settings
+from slm.settings import Settings
 
 __version__ = "0.2.0"
 

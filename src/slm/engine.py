@@ -1,7 +1,7 @@
 """``Memory``: the library API. Validates at the boundary, then delegates.
 
 Writing: validate -> hash (idempotent per profile) -> derive (terms, embedding) -> one
-store transaction. Reading: interpret the query once -> :func:`slm.recall.run_recall`.
+store transaction. Reading: validate -> :func:`slm.recall.recall` (the read path).
 """
 
 from __future__ import annotations
@@ -20,24 +20,19 @@ from typing import Any
 import numpy as np
 
 from slm import validate
-from slm.channels import Channel, Query, build_channels
+from slm.channels import Channel, build_channels, enabled, registered
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
-from slm.fusion import source_trust
-from slm.graphview import GraphView
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
-from slm.ingest.entities import Mention, extract_entities, without_names
 from slm.ingest.standing import standing_statements
-from slm.ingest.timeexpr import is_when_question, query_window
-from slm.lexicon import Lexicon
 from slm.models import MemoryRecord, NewMemory
-from slm.native import single_threaded
-from slm.recall import run_recall, run_standalone
-from slm.settings import ALL_CHANNELS, Settings, default_db_path
+from slm.recall import recall as read
+from slm.recall.fusion import source_trust
+from slm.settings import Settings, default_db_path
 from slm.store import Filters, Store, open_store
 from slm.store.base import MAX_PASSAGES
-from slm.text import query_terms, question_topic, terms
+from slm.text import terms
 
 log = logging.getLogger("slm")
 log.addHandler(logging.NullHandler())
@@ -45,12 +40,6 @@ log.addHandler(logging.NullHandler())
 _EMBEDDER_META = "embedder"
 #: Threads that embed questions while their recalls read the lexical index.
 QUERY_THREADS = 4
-#: The query vector of a question still being embedded: empty, so a channel that reads it
-#: too early fails on the shape instead of scoring against zeros.
-PENDING: Matrix = np.zeros(0, dtype=np.float32)
-#: A speaker mentioned by at least this share of a profile's memories is left out of the
-#: query embedding (see ``_everywhere``).
-EVERYWHERE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +100,7 @@ class Memory:
         self.store: Store = open_store(path=path, dsn=dsn, dim=self.embedder.dim)
         try:
             self._check_embedder()
-            self.channels: dict[str, Channel] = build_channels(self.store, self.settings)
+            self.channels: dict[str, Channel] = build_channels(self.settings)
             self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
         except BaseException:
@@ -130,7 +119,7 @@ class Memory:
 
     def _check_required_channels(self) -> None:
         for name in self.settings.required_channels:
-            if name not in self.settings.channels:
+            if name not in enabled(self.settings):
                 raise ChannelUnavailable(f"required channel {name!r} is disabled by settings")
             state = self.channel_health(name)
             if not state["healthy"]:
@@ -149,15 +138,15 @@ class Memory:
             reason = self._channel_errors.get(name)
             if reason is not None:
                 reason = f"failed in the last recall: {reason}"
-        if reason is None and name in _INDEX_OF:
+        if reason is None and channel.index is not None:
             counts = counts if counts is not None else self.store.index_counts(self.profile)
-            missing = counts["memories"] - counts[_INDEX_OF[name]]
+            missing = counts["memories"] - counts[channel.index]
             if missing:
                 reason = f"{missing} memories are missing from its index; run 'slm reindex'"
         return {
             "healthy": reason is None,
             "reason": reason,
-            "enabled": name in self.settings.channels,
+            "enabled": name in enabled(self.settings),
         }
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -425,54 +414,19 @@ class Memory:
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
         moment = validate.timestamp(now, "now") or datetime.now(UTC)
-        with single_threaded():  # see slm.native
-            mentions = extract_entities(text)
-            names = tuple(m.key for m in mentions)
-            subject = question_topic(text)
-            words = tuple(query_terms(subject))
-            matches = self.store.find_entities(self.profile, names)
-            lexicon = Lexicon(self.store, self.profile, words)
-            size = lexicon.stats.n_docs
-            topic = without_names(
-                subject, _everywhere(self.store, self.profile, mentions, matches, size)
-            )
-            # The model runs in another thread (onnxruntime releases the GIL) while this one
-            # reads the query's postings and runs the channels that need no vector.
-            embedding = self._queries.submit(self.embedder.embed_batch, [topic])
-            try:
-                interpreted = Query(
-                    text=text,
-                    profile=self.profile,
-                    vector=PENDING,
-                    embedded_text=topic,
-                    terms=words,
-                    lexicon=lexicon,
-                    graph=GraphView(self.store, self.profile),
-                    now=moment,
-                    filters=filters,
-                    allowed=allowed,
-                    entities=names,
-                    entity_ids={
-                        n: tuple((e, count) for e, _, count in m) for n, m in matches.items()
-                    },
-                    window=query_window(text, moment),
-                    when=is_when_question(text),
-                )
-                lexicon.prefetch()
-                early = run_standalone(
-                    self.channels, settings.channels, interpreted, settings.candidates_per_channel
-                )
-            finally:
-                vector = embedding.result()[0]
-            response, runs = run_recall(
-                self.store,
-                self.channels,
-                settings,
-                replace(interpreted, vector=vector),
-                k,
-                want_trace=trace,
-                early=early,
-            )
+        response, runs = read(
+            self.store,
+            self.channels,
+            settings,
+            lambda topic: self._queries.submit(self.embedder.embed_batch, [topic]),
+            profile=self.profile,
+            text=text,
+            k=k,
+            now=moment,
+            filters=filters,
+            allowed=allowed,
+            want_trace=trace,
+        )
         for run in runs:
             if run.error is not None:
                 self._channel_errors[run.name] = run.error
@@ -483,7 +437,7 @@ class Memory:
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
         counts = self.store.index_counts(self.profile)
-        channels = {name: self.channel_health(name, counts) for name in ALL_CHANNELS}
+        channels = {name: self.channel_health(name, counts) for name in self.channels}
         return {
             "profile": self.profile,
             "memories": counts["memories"],
@@ -538,9 +492,6 @@ def _with_derived(
     )
 
 
-#: The index a channel reads, for the completeness check in :meth:`Memory.channel_health`.
-_INDEX_OF = {"semantic": "embeddings", "hopfield": "embeddings", "bm25": "lexical"}
-
 _ITEM_FIELDS = frozenset(
     ["content", "event_time", "source", "confidence", "metadata", "tags", "id", "recorded_at"]
 )
@@ -572,9 +523,9 @@ def _channel_names(names: object) -> tuple[str, ...]:
                 f"channels must be channel names, not {type(name).__name__}", field="channels"
             )
         name = name.strip()
-        if name and name not in ALL_CHANNELS:
+        if name and name not in registered():
             raise InvalidInput(
-                f"unknown channel {name[:80]!r}; known: {', '.join(ALL_CHANNELS)}",
+                f"unknown channel {name[:80]!r}; known: {', '.join(registered())}",
                 field="channels",
             )
         if name:
@@ -583,27 +534,3 @@ def _channel_names(names: object) -> tuple[str, ...]:
     if not cleaned:
         raise InvalidInput("channels names no channel", field="channels")
     return cleaned
-
-
-def _everywhere(
-    store: Store,
-    profile: str,
-    mentions: Sequence[Mention],
-    matches: Mapping[str, Sequence[tuple[int, str, int]]],
-    memories: int,
-) -> list[str]:
-    """The names in a question of people who speak in this store and are mentioned by at
-    least ``EVERYWHERE`` of its memories: two or three people talking, whose names open
-    or address nearly every turn. BM25, the entity graph and the speaker boost match them
-    exactly; in the query embedding they would drown the question's topic (on LoCoMo dev,
-    leaving them out took hit@10 from 0.78 to 0.81). Rarer names, and names of people
-    who never speak (in notes about them), carry information and stay."""
-    frequent = {
-        name: {entity for entity, _, count in found if count >= EVERYWHERE * memories}
-        for name, found in matches.items()
-    }
-    candidates = [entity for ids in frequent.values() for entity in ids]
-    if not candidates:
-        return []
-    talking = store.speakers(profile, candidates)
-    return [m.surface for m in mentions if frequent.get(m.key, set()) & talking]

@@ -15,28 +15,6 @@ from typing import Any
 
 from slm.errors import ConfigError
 
-#: Every candidate producer the engine knows, in the order they run.
-ALL_CHANNELS: tuple[str, ...] = (
-    "semantic",
-    "bm25",
-    "temporal",
-    "standing",
-    "hopfield",
-    "spreading",
-)
-
-#: Fusion weight of each channel in weighted reciprocal-rank fusion.
-DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {
-        "semantic": 1.0,
-        "bm25": 0.75,
-        "temporal": 0.7,
-        "standing": 1.0,
-        "hopfield": 0.2,
-        "spreading": 0.5,
-    }
-)
-
 EMBEDDERS: tuple[str, ...] = ("minilm", "fake")
 
 
@@ -45,9 +23,12 @@ class Settings:
     """Every tunable of slm, with its documented default.
 
     Attributes:
-        channels: channels allowed to run (a channel must also be healthy to run).
+        channels: channels allowed to run (a channel must also be healthy to run); None
+            (the default) allows every registered channel (``slm.channels.REGISTRY``).
         required_channels: channels that must be healthy when a ``Memory`` opens, or it raises.
-        weights: per-channel weight ``w_c`` in ``sum_c w_c / (rrf_k + rank_c)``.
+        weights: per-channel weight ``w_c`` in ``sum_c w_c / (rrf_k + rank_c)`` for the
+            channels it names; the others keep their own default (the channel class's
+            ``weight``). Channel names are checked when a ``Memory`` opens.
         rrf_k: the reciprocal-rank-fusion constant ``k`` (30: measured on LoCoMo dev, where it
             beat Cormack et al.'s 60 by favouring agreement at the top of the lists).
         candidates_per_channel: how many ranked hits each channel contributes to fusion.
@@ -69,13 +50,11 @@ class Settings:
             in the role a question asks about, in a conversation between a user and an
             assistant (see ``slm.ingest.roles``).
         evidence_weight: weight of ``relevance_score`` added to the fused score when ranking.
-        hopfield_beta, hopfield_steps: inverse temperature and update count of the Hopfield
-            channel (see ``slm.channels.hopfield``).
     """
 
-    channels: tuple[str, ...] = ALL_CHANNELS
+    channels: tuple[str, ...] | None = None
     required_channels: tuple[str, ...] = ()
-    weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_WEIGHTS)
+    weights: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     rrf_k: float = 30.0
     candidates_per_channel: int = 50
     embedder: str = "minilm"
@@ -89,16 +68,11 @@ class Settings:
     legacy_aliases: bool = True
     entity_boost: float = 0.005
     evidence_weight: float = 0.03
-    hopfield_beta: float = 20.0
-    hopfield_steps: int = 3
     graph_boost: float = 0.01
     speaker_boost: float = 0.05
     role_boost: float = 0.03
 
     def __post_init__(self) -> None:
-        for name in (*self.channels, *self.required_channels, *self.weights):
-            if name not in ALL_CHANNELS:
-                raise ConfigError(f"unknown channel {name!r}; known: {', '.join(ALL_CHANNELS)}")
         if self.embedder not in EMBEDDERS:
             raise ConfigError(f"unknown embedder {self.embedder!r}; known: {', '.join(EMBEDDERS)}")
         if self.rrf_k <= 0:
@@ -109,9 +83,6 @@ class Settings:
             raise ConfigError("relevance_cos_low must be below relevance_cos_high")
         if min(self.trust_prior) <= 0:
             raise ConfigError("trust_prior parameters must be positive")
-
-    def weight(self, channel: str) -> float:
-        return float(self.weights.get(channel, DEFAULT_WEIGHTS[channel]))
 
     def with_channels(self, channels: tuple[str, ...]) -> Settings:
         return replace(self, channels=channels)
@@ -127,9 +98,9 @@ class Settings:
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
         if "SLM_CHANNELS" in env:
-            values["channels"] = parse_channel_list(env["SLM_CHANNELS"], "SLM_CHANNELS")
+            values["channels"] = channel_list(env["SLM_CHANNELS"], "SLM_CHANNELS")
         if "SLM_REQUIRED_CHANNELS" in env:
-            values["required_channels"] = parse_channel_list(
+            values["required_channels"] = channel_list(
                 env["SLM_REQUIRED_CHANNELS"], "SLM_REQUIRED_CHANNELS", allow_empty=True
             )
         if "SLM_EMBEDDER" in env:
@@ -145,13 +116,12 @@ class Settings:
         return cls(**values)
 
 
-def parse_channel_list(text: str, what: str, *, allow_empty: bool = False) -> tuple[str, ...]:
+def channel_list(text: str, what: str, *, allow_empty: bool = False) -> tuple[str, ...]:
+    """Channel names from comma-separated ``text`` (whether they exist is checked when a
+    ``Memory`` opens, against the channel registry)."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if not names and not allow_empty:
         raise ConfigError(f"{what} names no channel")
-    for name in names:
-        if name not in ALL_CHANNELS:
-            raise ConfigError(f"{what}: unknown channel {name!r}; known: {', '.join(ALL_CHANNELS)}")
     return names
 
 

@@ -11,7 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
-from slm.settings import Settings, parse_channel_list
+from slm.channels import names as channel_names
+from slm.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,7 +80,7 @@ def _quality(
 ) -> None:
     """Run the ``slm.bench.<name>`` harness with the shared options and emit its report."""
     harness = importlib.import_module(f"slm.bench.{name}")
-    chosen = parse_channel_list(channels, "--channels") if channels else None
+    chosen = channel_names(channels, "--channels") if channels else None
 
     def progress(line: str) -> None:
         if not quiet:

@@ -35,6 +35,7 @@ from slm.bench.report import (
     table_head,
     table_row,
 )
+from slm.channels import enabled
 from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
@@ -174,7 +175,7 @@ def run(
     settings = settings or Settings.from_env()
     data, cleaning = load(path)
     data = data[:conversations] if conversations else data
-    base = tuple(channels) if channels else settings.channels
+    base = tuple(channels) if channels else enabled(settings)
     configs = configurations(base, ablate)
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)

@@ -42,6 +42,7 @@ from slm.bench.report import (
     table_head,
     table_row,
 )
+from slm.channels import enabled
 from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
@@ -172,7 +173,7 @@ def run(
     settings = settings or Settings.from_env()
     name, data = load(path)
     data = data[:instances] if instances else data
-    base = tuple(channels) if channels else settings.channels
+    base = tuple(channels) if channels else enabled(settings)
     configs = configurations(base, ablate)
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)

@@ -52,6 +52,7 @@ import numpy as np
 
 from slm.bench import synth
 from slm.bench.metrics import percentile
+from slm.channels import enabled
 from slm.embed import Embedder, Matrix, make_embedder
 from slm.embed.base import normalise
 from slm.engine import Memory
@@ -253,7 +254,7 @@ def run(
         "warmup": WARMUP,
         "k": K,
         **report,
-        "channels": list(settings.channels),
+        "channels": list(enabled(settings)),
         "store": str(db) if keep else None,
         "machine": _machine(),
         "started_at": started,

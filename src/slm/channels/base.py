@@ -1,7 +1,8 @@
 """The ``Channel`` protocol: a candidate producer the engine runs on every recall.
 
-A channel has a name, says whether it is healthy (and why not), and turns an interpreted
-query into ranked hits with raw scores. Channels never write; they read the store.
+A channel has a name, says whether it is healthy (and why not), and turns a recall's
+:class:`Context` (the interpreted :class:`Query` and what the recall has read so far) into
+ranked hits with raw scores. Channels never write; they read the store.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Protocol
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,7 @@ import numpy.typing as npt
 from slm.graphview import GraphView
 from slm.ingest.timeexpr import TimeSpan
 from slm.lexicon import Lexicon
+from slm.settings import Settings
 from slm.store import Filters, Store, Vector
 
 #: The unit of the chance correction in :func:`passage_similarity`: how far apart the
@@ -51,7 +53,7 @@ class Health:
 
 @dataclass(frozen=True, slots=True)
 class Query:
-    """A recall question, interpreted once by the engine and shared by every channel."""
+    """A recall question as the engine read it (``slm.recall.interpret``): a plain value."""
 
     text: str
     profile: str
@@ -66,62 +68,72 @@ class Query:
     entity_ids: Mapping[str, tuple[tuple[int, int], ...]] = field(
         default_factory=lambda: MappingProxyType({})
     )
-    #: the text the query vector embeds: the question without the names of people who speak
-    #: in a large share of the store (``engine._everywhere``)
+    #: the text the query vector embeds (the question's subject, without the names of
+    #: people who speak in a large share of the store)
     embedded_text: str = ""
     #: the time window the question refers to, if any
     window: TimeSpan | None = None
     #: whether the question asks when something happened
     when: bool = False
-    #: the lexical index as seen by this query's terms (read lazily, once)
-    lexicon: Lexicon | None = None
-    #: the memory graph as seen by this recall (read lazily, once per memory)
-    graph: GraphView | None = None
-    #: hits of the channels that ran before this one, by channel name
-    prior: Mapping[str, tuple[Hit, ...]] = field(default_factory=lambda: MappingProxyType({}))
-    #: the last vector search for this query, by how many it asked for (shared by copies)
-    _nearest: dict[int, list[tuple[int, float]]] = field(default_factory=dict, compare=False)
-    #: each memory's similarity to the query, once computed (shared by copies)
-    _similarity: dict[int, float] = field(default_factory=dict, compare=False)
 
     def admits(self, key: int) -> bool:
         return self.allowed is None or key in self.allowed
 
-    def graph_view(self, store: Store) -> GraphView:
-        """This recall's graph view (a private one when the query was built without)."""
-        return self.graph if self.graph is not None else GraphView(store, self.profile)
 
-    def nearest(self, store: Store, n: int) -> list[tuple[int, float]]:
+class Context:
+    """One recall's working state, shared by its channels and steps, gone with the call:
+    the store, the query, what the channels found so far (``prior``, in run order) and what
+    the recall has read once for all of them (the nearest memories, each memory's similarity
+    to the query, the query terms' postings, the graph around the candidates)."""
+
+    def __init__(self, store: Store, query: Query, lexicon: Lexicon | None = None) -> None:
+        self.store = store
+        self.query = query
+        self.lexicon = (
+            lexicon if lexicon is not None else Lexicon(store, query.profile, query.terms)
+        )
+        self.graph = GraphView(store, query.profile)
+        #: hits of the channels that ran so far, by channel name
+        self.prior: dict[str, tuple[Hit, ...]] = {}
+        self._nearest: dict[int, list[tuple[int, float]]] = {}
+        self._similarity: dict[int, float] = {}
+
+    def nearest(self, n: int) -> list[tuple[int, float]]:
         """The ``n`` admitted memories most similar to the query (:meth:`similarity`), best
         first, ties by key, from the memories' own vectors and their further passages. One
         search serves every channel: a smaller ``n`` reads a prefix of a larger one."""
         for asked, found in self._nearest.items():
             if asked >= n or len(found) < asked:  # enough, or all there is
                 return found[:n]
-        allowed = set(self.allowed) if self.allowed is not None else None
-        own = store.vector_search(self.profile, self.vector, n, allowed)
-        further = store.passage_search(self.profile, self.vector, n, allowed)
-        scores = self.similarity(store, [key for key, _ in own] + [key for key, _ in further])
+        query = self.query
+        allowed = set(query.allowed) if query.allowed is not None else None
+        own = self.store.vector_search(query.profile, query.vector, n, allowed)
+        further = self.store.passage_search(query.profile, query.vector, n, allowed)
+        scores = self.similarity([key for key, _ in own] + [key for key, _ in further])
         found = sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:n]
-        self._nearest.clear()
-        self._nearest[n] = found
+        self._nearest = {n: found}
         return found
 
-    def similarity(self, store: Store, keys: Sequence[int]) -> dict[int, float]:
+    def similarity(self, keys: Sequence[int]) -> dict[int, float]:
         """How similar each memory is to the query: its best passage's cosine, less what
         that many passages would reach by chance (:func:`passage_similarity`)."""
         missing = [key for key in dict.fromkeys(keys) if key not in self._similarity]
         if missing:
-            own = store.vectors(self.profile, missing) @ self.vector
-            further = store.passages(self.profile, missing)
+            vector, profile = self.query.vector, self.query.profile
+            own = self.store.vectors(profile, missing) @ vector
+            further = self.store.passages(profile, missing)
             for key, cosine in zip(missing, own.tolist(), strict=True):
                 rest = further.get(key)
                 self._similarity[key] = (
-                    cosine
-                    if rest is None
-                    else passage_similarity(cosine, (rest @ self.vector).tolist())
+                    cosine if rest is None else passage_similarity(cosine, (rest @ vector).tolist())
                 )
         return {key: self._similarity[key] for key in keys}
+
+    def prior_keys(self) -> list[int]:
+        """The admitted keys the channels so far found, in run order, repeats kept."""
+        return [
+            hit.key for hits in self.prior.values() for hit in hits if self.query.admits(hit.key)
+        ]
 
 
 def passage_similarity(first: float, further: Sequence[float]) -> float:
@@ -141,19 +153,44 @@ def passage_similarity(first: float, further: Sequence[float]) -> float:
     return max(first, *further) - CHANCE_SPREAD * math.sqrt(2.0 * math.log(n))
 
 
+#: What a channel reads beyond the query's text and terms: ``"vector"`` (the query's
+#: embedding) and ``"prior"`` (the hits of the channels that ran before it). A channel that
+#: needs neither is *standalone*: it runs while the question is being embedded.
+Need = Literal["vector", "prior"]
+#: What a channel's hits are to the evidence floor: ``"plain"`` (a hit passes if the evidence
+#: step finds semantic, lexical or time evidence for it), ``"applies"`` (the hit's score is
+#: also its memory's semantic evidence: a standing rule that applies to the request),
+#: ``"supports"`` (a hit without evidence of its own also passes when it is linked to a
+#: memory with some: spreading activation reaching the reply after a matching turn).
+Role = Literal["plain", "applies", "supports"]
+
+
 class Channel(Protocol):
-    name: str
-    #: Whether a hit from this channel alone counts as primary evidence (see fusion).
-    primary: bool
-    #: Whether the channel reads neither ``Query.vector`` nor ``Query.prior``: the engine
-    #: then runs it while the question is still being embedded.
-    standalone: bool
+    """A candidate producer. The class carries the channel's facts; the registry
+    (``slm.channels.REGISTRY``) lists the classes in run order."""
+
+    #: unique name, used in settings, traces and results' provenance
+    name: ClassVar[str]
+    #: fusion weight ``w_c`` unless ``Settings.weights`` says otherwise
+    weight: ClassVar[float]
+    needs: ClassVar[frozenset[Need]]
+    role: ClassVar[Role]
+    #: the store index the channel reads (``"embeddings"``, ``"lexical"``), whose
+    #: completeness its health reports; None when it reads no such index
+    index: ClassVar[str | None]
+
+    def __init__(self, settings: Settings) -> None: ...
 
     def health(self) -> Health: ...
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
+    def candidates(self, context: Context, k: int) -> list[Hit]:
         """Up to ``k`` hits, best first, ranks 1..n, ties broken by key."""
         ...
+
+
+def standalone(channel: Channel) -> bool:
+    """Whether ``channel`` needs neither the query vector nor other channels' hits."""
+    return not channel.needs
 
 
 def ranked(scored: list[tuple[int, float]], k: int) -> list[Hit]:

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Health, Hit, Query, ranked, ranked_arrays
+from slm.channels.base import Context, Health, Hit, Need, Role, ranked, ranked_arrays
 from slm.lexicon import idf
 from slm.settings import Settings
-from slm.store import Postings, Store
+from slm.store import Postings
 
 #: Where a common term's postings were cut, this many best candidates are rescored exactly.
 RESCORED = 100
@@ -95,21 +96,22 @@ def exact_scores(
 
 
 class BM25Channel:
-    name = "bm25"
-    primary = True
-    standalone = True
+    name: ClassVar[str] = "bm25"
+    weight: ClassVar[float] = 0.75
+    needs: ClassVar[frozenset[Need]] = frozenset()
+    role: ClassVar[Role] = "plain"
+    index: ClassVar[str | None] = "lexical"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, settings: Settings) -> None:
         self._k1 = settings.bm25_k1
         self._b = settings.bm25_b
 
     def health(self) -> Health:
         return Health(True)
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
-        lexicon = query.lexicon
-        if lexicon is None or not lexicon.postings:
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        query, lexicon = context.query, context.lexicon
+        if not lexicon.postings:
             return []
         stats = lexicon.stats
         args = (stats.n_docs, stats.df, stats.avg_len, self._k1, self._b)

@@ -21,12 +21,13 @@ grow with the store.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Health, Hit, Query, ranked
+from slm.channels.base import Context, Health, Hit, Need, Role, ranked
 from slm.settings import Settings
-from slm.store import Store
 
 BETA = 20.0
 STEPS = 3
@@ -74,14 +75,14 @@ def attention(
 
 
 class HopfieldChannel:
-    name = "hopfield"
-    primary = False
-    standalone = False
+    name: ClassVar[str] = "hopfield"
+    weight: ClassVar[float] = 0.2
+    needs: ClassVar[frozenset[Need]] = frozenset({"vector", "prior"})
+    role: ClassVar[Role] = "plain"
+    index: ClassVar[str | None] = "embeddings"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
-        self._beta = settings.hopfield_beta
-        self._steps = settings.hopfield_steps
+    def __init__(self, settings: Settings) -> None:
+        pass
 
     def health(self) -> Health:
         patterns = np.eye(4, 8, dtype=np.float32)
@@ -90,17 +91,13 @@ class HopfieldChannel:
             return Health(False, "Hopfield self-check did not retrieve the stored pattern")
         return Health(True)
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
-        near = query.nearest(self._store, NEIGHBOURHOOD)
-        keys = list(dict.fromkeys([key for key, _ in near] + self._prior_keys(query)))
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        near = context.nearest(NEIGHBOURHOOD)
+        keys = list(dict.fromkeys([key for key, _ in near] + context.prior_keys()))
         if not keys:
             return []
-        patterns = self._store.vectors(query.profile, keys)
-        logits = energies(patterns, query.vector, self._beta, self._steps)
+        patterns = context.store.vectors(context.query.profile, keys)
+        logits = energies(patterns, context.query.vector)
         hits = ranked(list(zip(keys, logits.tolist(), strict=True)), k)
         weights = dict(zip(keys, softmax(logits).tolist(), strict=True))
         return [Hit(hit.key, hit.rank, weights[hit.key]) for hit in hits]
-
-    @staticmethod
-    def _prior_keys(query: Query) -> list[int]:
-        return [hit.key for hits in query.prior.values() for hit in hits if query.admits(hit.key)]

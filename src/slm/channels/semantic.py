@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
-from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked
+from typing import ClassVar
+
+from slm.channels.base import SHARED_NEAREST, Context, Health, Hit, Need, Role, ranked
 from slm.settings import Settings
-from slm.store import Store
 
 
 class SemanticChannel:
-    name = "semantic"
-    primary = True
-    standalone = False
+    name: ClassVar[str] = "semantic"
+    weight: ClassVar[float] = 1.0
+    needs: ClassVar[frozenset[Need]] = frozenset({"vector"})
+    role: ClassVar[Role] = "plain"
+    index: ClassVar[str | None] = "embeddings"
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, settings: Settings) -> None:
+        pass
 
     def health(self) -> Health:
         return Health(True)
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
-        return ranked(query.nearest(self._store, max(k, SHARED_NEAREST))[:k], k)
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        return ranked(context.nearest(max(k, SHARED_NEAREST))[:k], k)

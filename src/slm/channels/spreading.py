@@ -18,10 +18,11 @@ entity is expanded only when its share per member reaches ``MIN_SHARE``.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import ClassVar
 
 import numpy as np
 
-from slm.channels.base import Health, Hit, Query, ranked_arrays
+from slm.channels.base import Context, Health, Hit, Need, Role, ranked_arrays
 from slm.graphview import GraphView
 from slm.settings import Settings
 from slm.store import Store
@@ -51,43 +52,45 @@ def _top(activation: dict[int, float], n: int) -> dict[int, float]:
 
 
 class SpreadingChannel:
-    name = "spreading"
-    primary = False
-    standalone = False
+    name: ClassVar[str] = "spreading"
+    weight: ClassVar[float] = 0.5
+    needs: ClassVar[frozenset[Need]] = frozenset({"prior"})
+    role: ClassVar[Role] = "supports"
+    index: ClassVar[str | None] = None
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, settings: Settings) -> None:
+        pass
 
     def health(self) -> Health:
         return Health(True)
 
     def seeds(
-        self, query: Query, degree: dict[int, int]
+        self, context: Context, degree: dict[int, int]
     ) -> tuple[dict[int, float], dict[int, float]]:
         """(memory key -> activation, entity id -> activation) to start from; records
         each entity's mention count in ``degree``."""
         memories: dict[int, float] = {}
-        for hits in query.prior.values():
+        for hits in context.prior.values():
             for hit in hits[:SEED_HITS]:
                 memories[hit.key] = max(memories.get(hit.key, 0.0), 1.0 / hit.rank)
         entities: dict[int, float] = {}
-        for matches in query.entity_ids.values():
+        for matches in context.query.entity_ids.values():
             for entity, count in matches:
                 entities[entity] = 1.0
                 degree[entity] = count
         return memories, entities
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        query, graph = context.query, context.graph
         degree: dict[int, int] = {}
-        graph = query.graph_view(self._store)
-        memories, entities = self.seeds(query, degree)
+        memories, entities = self.seeds(context, degree)
         received: dict[int, float] = defaultdict(float, memories)
         for hop in range(HOPS):
             if not memories and not entities:
                 break
             last = hop == HOPS - 1
             next_memories, next_entities = self._hop(
-                query.profile, graph, memories, entities, degree, last
+                context.store, query.profile, graph, memories, entities, degree, last
             )
             for key, value in next_memories.items():
                 received[key] += value
@@ -104,6 +107,7 @@ class SpreadingChannel:
 
     def _hop(
         self,
+        store: Store,
         profile: str,
         graph: GraphView,
         memories: dict[int, float],
@@ -131,7 +135,7 @@ class SpreadingChannel:
             for entity, activation in entities.items()
         }
         worth = [entity for entity, share in shares.items() if share >= MIN_SHARE]
-        members_of = self._store.entity_members(profile, worth, MEMBERS)
+        members_of = store.entity_members(profile, worth, MEMBERS)
         for entity, members in members_of.items():
             share = shares[entity]
             for member in members:

@@ -16,9 +16,10 @@ for its memory even where the memory's own text resembles the question little).
 
 from __future__ import annotations
 
-from slm.channels.base import Health, Hit, Query, ranked
+from typing import ClassVar
+
+from slm.channels.base import Context, Health, Hit, Need, Role, ranked
 from slm.settings import Settings
-from slm.store import Store
 
 #: How many statements a request is matched with.
 STANDING_HITS = 2
@@ -27,19 +28,22 @@ SCOPE_FLOOR = 0.2
 
 
 class StandingChannel:
-    name = "standing"
-    primary = True
-    standalone = False
+    name: ClassVar[str] = "standing"
+    weight: ClassVar[float] = 1.0
+    needs: ClassVar[frozenset[Need]] = frozenset({"vector"})
+    role: ClassVar[Role] = "applies"
+    index: ClassVar[str | None] = None
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, settings: Settings) -> None:
+        pass
 
     def health(self) -> Health:
         return Health(True)
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        query = context.query
         best: dict[int, float] = {}
-        for key, _, _, cosine in self._store.standing_search(
+        for key, _, _, cosine in context.store.standing_search(
             query.profile, query.vector, STANDING_HITS
         ):
             if cosine >= SCOPE_FLOOR and query.admits(key):

@@ -18,17 +18,26 @@ neighbourhood, ranked by cosine.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import SHARED_NEAREST, Health, Hit, Query, ranked, ranked_arrays
+from slm.channels.base import (
+    SHARED_NEAREST,
+    Context,
+    Health,
+    Hit,
+    Need,
+    Role,
+    ranked,
+    ranked_arrays,
+)
 from slm.ingest.timeexpr import query_window
 from slm.models import to_micros
 from slm.settings import Settings
-from slm.store import Store
+from slm.store import times_in
 
 DAY_US = 86_400 * 1_000_000
 MAX_MARGIN_US = 31 * DAY_US
@@ -51,30 +60,15 @@ def proximity(
     return out
 
 
-def times_in(
-    store: Store, profile: str, keys: Sequence[int], start: int, end: int
-) -> dict[int, tuple[int, int]]:
-    """Those of ``keys`` whose event time falls in [start, end), or a date their text refers
-    to overlaps it: key -> the matching time as (start, end) (event time as a zero-length
-    span, preferred over a referenced date)."""
-    found: dict[int, tuple[int, int]] = {}
-    for key, moment in store.event_times(profile, keys).items():
-        if start <= moment < end:
-            found[key] = (moment, moment)
-    for key, spans in store.referenced_times(profile, keys).items():
-        for span_start, span_end in spans:
-            if span_start < end and span_end > start:
-                found.setdefault(key, (span_start, span_end))
-    return found
-
-
 class TemporalChannel:
-    name = "temporal"
-    primary = True
-    standalone = False
+    name: ClassVar[str] = "temporal"
+    weight: ClassVar[float] = 0.7
+    needs: ClassVar[frozenset[Need]] = frozenset({"vector", "prior"})
+    role: ClassVar[Role] = "plain"
+    index: ClassVar[str | None] = None
 
-    def __init__(self, store: Store, settings: Settings) -> None:
-        self._store = store
+    def __init__(self, settings: Settings) -> None:
+        pass
 
     def health(self) -> Health:
         probe = query_window("what happened in July 2024?", datetime(2025, 1, 1, tzinfo=UTC))
@@ -82,25 +76,26 @@ class TemporalChannel:
             return Health(False, "time-expression self-check failed")
         return Health(True)
 
-    def candidates(self, query: Query, k: int) -> list[Hit]:
-        if query.window is not None:
-            return self._in_window(query, k)
-        if query.when:
-            return self._dated(query, k)
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        if context.query.window is not None:
+            return self._in_window(context, k)
+        if context.query.when:
+            return self._dated(context, k)
         return []
 
-    def _in_window(self, query: Query, k: int) -> list[Hit]:
+    def _in_window(self, context: Context, k: int) -> list[Hit]:
+        query, store = context.query, context.store
         assert query.window is not None
         start, end = to_micros(query.window.start), to_micros(query.window.end)
         margin = min((end - start) // 2, MAX_MARGIN_US)
-        found = self._store.time_overlaps(query.profile, start - margin, end + margin, WINDOW_CAP)
+        found = store.time_overlaps(query.profile, start - margin, end + margin, WINDOW_CAP)
         if found is None:
-            found = self._topical_in_window(query, start - margin, end + margin)
+            found = self._topical_in_window(context, start - margin, end + margin)
         keys = [key for key in found if query.admits(key)]
         if not keys:
             return []
         # A window can hold a thousand memories: scored as arrays, not one by one.
-        vectors = self._store.vectors(query.profile, keys)
+        vectors = store.vectors(query.profile, keys)
         cosines = np.asarray(vectors @ query.vector, dtype=np.float64)
         spans = np.array([found[key] for key in keys], dtype=np.int64).reshape(-1, 2)
         near = proximity(spans[:, 0], spans[:, 1], start, end)
@@ -108,14 +103,17 @@ class TemporalChannel:
             np.array(keys, dtype=np.int64), near * (0.25 + 0.75 * np.maximum(cosines, 0.0)), k
         )
 
-    def _topical_in_window(self, query: Query, start: int, end: int) -> dict[int, tuple[int, int]]:
+    def _topical_in_window(
+        self, context: Context, start: int, end: int
+    ) -> dict[int, tuple[int, int]]:
         """The window holds too many memories to rank them all: keep those of the query's
         semantic neighbourhood and of the earlier channels' hits that fall in it."""
-        pool = [key for key, _ in query.nearest(self._store, SHARED_NEAREST)]
-        pool += [hit.key for hits in query.prior.values() for hit in hits]
-        return times_in(self._store, query.profile, list(dict.fromkeys(pool)), start, end)
+        pool = [key for key, _ in context.nearest(SHARED_NEAREST)]
+        pool += [hit.key for hits in context.prior.values() for hit in hits]
+        keys = list(dict.fromkeys(pool))
+        return times_in(context.store, context.query.profile, keys, start, end)
 
-    def _dated(self, query: Query, k: int) -> list[Hit]:
-        near = query.nearest(self._store, WHEN_NEIGHBOURHOOD)
-        dated = self._store.referenced_times(query.profile, [key for key, _ in near])
+    def _dated(self, context: Context, k: int) -> list[Hit]:
+        near = context.nearest(WHEN_NEIGHBOURHOOD)
+        dated = context.store.referenced_times(context.query.profile, [key for key, _ in near])
         return ranked([(key, cos) for key, cos in near if key in dated], k)

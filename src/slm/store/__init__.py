@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slm.store.base import Filters, LexicalStats, Postings, Store, Stored, Vector
+from slm.store.base import Filters, LexicalStats, Postings, Store, Stored, Vector, times_in
 
-__all__ = ["Filters", "LexicalStats", "Postings", "Store", "Stored", "Vector", "open_store"]
+__all__ = [
+    "Filters",
+    "LexicalStats",
+    "Postings",
+    "Store",
+    "Stored",
+    "Vector",
+    "open_store",
+    "times_in",
+]
 
 
 def open_store(*, path: str | Path | None, dsn: str | None, dim: int) -> Store:

@@ -233,3 +233,20 @@ class Store(Protocol):
     def health(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+def times_in(
+    store: Store, profile: str, keys: Sequence[int], start: int, end: int
+) -> dict[int, tuple[int, int]]:
+    """Those of ``keys`` whose event time falls in [start, end), or a date their text refers
+    to overlaps it: key -> the matching time as (start, end) (event time as a zero-length
+    span, preferred over a referenced date)."""
+    found: dict[int, tuple[int, int]] = {}
+    for key, moment in store.event_times(profile, keys).items():
+        if start <= moment < end:
+            found[key] = (moment, moment)
+    for key, spans in store.referenced_times(profile, keys).items():
+        for span_start, span_end in spans:
+            if span_start < end and span_end > start:
+                found.setdefault(key, (span_start, span_end))
+    return found

@@ -1,0 +1,70 @@
+"""The read path: one recall, step by step, each step a module.
+
+    interpret   text -> Query (terms, entities, time window, the text to embed)
+    run         the channels: the standalone ones while the question is embedded, then the rest
+    fusion      pure scoring functions: weighted RRF, relevance, boosts, trust
+    evidence    relevance_score and the evidence floor (abstention)
+    enhance     boosts after fusion: entity graph, role
+    pipeline    fuse -> evidence -> floor -> enhance -> hydrate -> the contract response
+    trace       what happened, for ``trace=True``
+
+:func:`recall` strings them together; ``slm.engine.Memory.recall`` validates its arguments
+and calls it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import replace
+from datetime import datetime
+
+from slm.channels import Channel, Context, enabled
+from slm.contract import RecallResponse
+from slm.embed import Matrix
+from slm.native import single_threaded
+from slm.recall.interpret import interpret
+from slm.recall.pipeline import rank
+from slm.recall.run import ChannelRun, run_channels, run_standalone
+from slm.settings import Settings
+from slm.store import Filters, Store
+
+__all__ = ["ChannelRun", "recall"]
+
+
+def recall(
+    store: Store,
+    channels: Mapping[str, Channel],
+    settings: Settings,
+    embed: Callable[[str], Future[Matrix]],
+    *,
+    profile: str,
+    text: str,
+    k: int,
+    now: datetime,
+    filters: Filters,
+    allowed: frozenset[int] | None,
+    want_trace: bool,
+) -> tuple[RecallResponse, list[ChannelRun]]:
+    """One recall of validated arguments, and the run of each channel. ``embed`` starts
+    embedding a text in another thread (onnxruntime releases the GIL), so that this one
+    reads the query's postings and runs the standalone channels meanwhile."""
+    started = time.perf_counter()
+    names = enabled(settings)
+    per_channel = settings.candidates_per_channel
+    with single_threaded():  # see slm.native
+        query, lexicon = interpret(store, profile, text, now, filters, allowed)
+        embedding = embed(query.embedded_text)
+        context = Context(store, query, lexicon)
+        try:
+            lexicon.prefetch()
+            early = run_standalone(channels, names, context, per_channel)
+        finally:
+            vector = embedding.result()[0]
+        context.query = replace(query, vector=vector)
+        runs = run_channels(channels, names, context, per_channel, early)
+        response = rank(
+            context, channels, runs, settings, k, want_trace=want_trace, started=started
+        )
+    return response, runs

@@ -1,0 +1,127 @@
+"""Ranking a recall whose channels ran: fuse, weigh the evidence, apply the floor, boost,
+hydrate, and build the score-contract response (with its trace on demand)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+
+from slm.channels import Channel, Context, Hit, weight
+from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
+from slm.models import MemoryRecord
+from slm.recall import fusion
+from slm.recall.enhance import BOOSTED, entity_graph_boosts, role_boosts
+from slm.recall.evidence import admitted, weigh_evidence
+from slm.recall.run import ChannelRun
+from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
+from slm.settings import Settings
+from slm.store import Store
+
+
+def rank(
+    context: Context,
+    channels: Mapping[str, Channel],
+    runs: Sequence[ChannelRun],
+    settings: Settings,
+    k: int,
+    *,
+    want_trace: bool,
+    started: float,
+) -> RecallResponse:
+    """The response of a recall whose channels ran (``runs``): fuse their rankings, weigh
+    the evidence, apply the floor, boost, hydrate the top ``k``, and trace it all on demand
+    (``started``: ``time.perf_counter()`` when the recall began)."""
+    store, query = context.store, context.query
+    rankings = {run.name: run.hits for run in runs if run.ran}
+    weights = {name: weight(settings, channels[name]) for name in rankings}
+    fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)
+    applies = _by_role(channels, rankings, "applies")
+    evidence = weigh_evidence(context, list(fused), settings, applies)
+    passed = admitted(context, evidence, _by_role(channels, rankings, "supports"))
+    survivors = {key: fused[key] for key in passed}
+    leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
+    boosted = {k: survivors[k] for k in leading}
+    records = store.get_by_keys(query.profile, leading)
+    boosts = entity_graph_boosts(context, boosted, evidence, settings)
+    roles = role_boosts(context, records, evidence, settings)
+    ranking = {
+        key: score
+        + boosts.get(key, 0.0)
+        + roles.get(key, 0.0)
+        + settings.evidence_weight * evidence[key].relevance
+        for key, score in survivors.items()
+    }
+    # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
+    top = fusion.order(ranking)[: k + 8]
+    records.update(store.get_by_keys(query.profile, [key for key in top if key not in records]))
+    ordered = [key for key in top if key in records][:k]
+    provenance = _provenance(rankings, ordered)
+    trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
+    results = tuple(
+        RecallResult(
+            memory=records[key],
+            relevance_score=evidence[key].relevance,
+            ranking_score=ranking[key],
+            trust_score=trust[records[key].source or ""],
+            rank_position=position,
+            channels=provenance[key],
+        )
+        for position, key in enumerate(ordered, start=1)
+    )
+    reason = NO_CANDIDATES if not fused else (EVIDENCE_FLOOR if not results else None)
+    trace = None
+    if want_trace:
+        ids = trace_ids(store, query, runs)
+        trace = {
+            "query": interpretation(query),
+            "channels": {run.name: run_trace(run, ids) for run in runs},
+            "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
+            "evidence_floor": {
+                "semantic_cosine": settings.semantic_floor,
+                "lexical_coverage": settings.lexical_floor,
+                "candidates": len(evidence),
+                "passed": len(passed),
+            },
+            "results": [
+                result_trace(r, evidence[r.memory.key], passed, boosts, roles) for r in results
+            ],
+            "total_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+    response = RecallResponse(
+        query=query.text,
+        results=results,
+        abstained=reason is not None,
+        abstention_reason=reason,
+        trace=trace,
+        legacy_aliases=settings.legacy_aliases,
+    )
+    return response
+
+
+def _by_role(
+    channels: Mapping[str, Channel], rankings: Mapping[str, Sequence[Hit]], role: str
+) -> list[Hit]:
+    """The hits of the channels whose evidence role is ``role``."""
+    return [hit for name, hits in rankings.items() if channels[name].role == role for hit in hits]
+
+
+def _provenance(
+    rankings: Mapping[str, Sequence[Hit]], keys: Sequence[int]
+) -> dict[int, dict[str, ChannelRank]]:
+    """Each channel's rank and score for each of ``keys`` (the results, not every hit)."""
+    out: dict[int, dict[str, ChannelRank]] = {key: {} for key in keys}
+    for name, hits in rankings.items():
+        for hit in hits:
+            if hit.key in out:
+                out[hit.key][name] = ChannelRank(hit.rank, hit.score)
+    return out
+
+
+def _trust(
+    store: Store, profile: str, records: Sequence[MemoryRecord], settings: Settings
+) -> dict[str, float]:
+    sources = {r.source or "" for r in records}
+    counts = store.source_feedback(profile, sources)
+    return {
+        s: fusion.source_trust(*counts.get(s, (0, 0)), prior=settings.trust_prior) for s in sources
+    }

@@ -1,0 +1,82 @@
+"""The trace of a recall: how the question was read, what each channel found, how fusion
+weighed them and why each result is there."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slm.channels import Query
+from slm.contract import RecallResult
+from slm.recall.evidence import Evidence
+from slm.recall.run import ChannelRun
+from slm.store import Store
+
+
+def interpretation(query: Query) -> dict[str, Any]:
+    window = query.window
+    return {
+        "text": query.text,
+        "embedded_text": query.embedded_text or query.text,
+        "terms": list(query.terms),
+        "now": query.now.isoformat(),
+        "entities": {
+            name: [entity for entity, _ in matches] for name, matches in query.entity_ids.items()
+        }
+        | {name: [] for name in query.entities if name not in query.entity_ids},
+        "time_window": None
+        if window is None
+        else {
+            "start": window.start.isoformat(),
+            "end": window.end.isoformat(),
+            "text": window.text,
+            "granularity": window.granularity,
+        },
+        "when_question": query.when,
+    }
+
+
+def trace_ids(store: Store, query: Query, runs: Sequence[ChannelRun]) -> dict[int, str]:
+    keys = {hit.key for run in runs for hit in run.hits}
+    return {key: record.id for key, record in store.get_by_keys(query.profile, keys).items()}
+
+
+def run_trace(run: ChannelRun, ids: Mapping[int, str]) -> dict[str, Any]:
+    return {
+        "ran": run.ran,
+        "reason": run.reason,
+        "error": run.error,
+        "ms": round(run.ms, 3),
+        "candidates": [
+            {
+                "id": ids.get(h.key),
+                "rank": h.rank,
+                "score": round(h.score, 6),
+            }
+            for h in run.hits
+        ],
+    }
+
+
+def result_trace(
+    result: RecallResult,
+    evidence: Evidence,
+    passed: Mapping[int, str],
+    boosts: Mapping[int, float],
+    roles: Mapping[int, float],
+) -> dict[str, Any]:
+    key = result.memory.key
+    return {
+        "id": result.memory.id,
+        "rank_position": result.rank_position,
+        "channels": {
+            name: {"rank": c.rank, "score": round(c.score, 6)}
+            for name, c in result.channels.items()
+        },
+        "evidence": passed[key],
+        "cosine": round(evidence.cosine, 6),
+        "lexical_coverage": round(evidence.lexical, 6),
+        "time_window_match": evidence.temporal,
+        "entity_graph_boost": round(boosts.get(key, 0.0), 6),
+        "role_boost": round(roles.get(key, 0.0), 6),
+    }
