@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from slm.bench.locomo import Cleaning, clean_evidence
-from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 from slm.channels import ALL_CHANNELS
 from slm.cli import cli
+from slm_bench.locomo import Cleaning, clean_evidence, parse_locomo_datetime
+from slm_bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
 
@@ -87,3 +88,34 @@ def test_locomo_slice_through_the_cli(tmp_path: Path) -> None:
         assert 0 <= pair["p"] <= 1
     assert report["overall"]["hit@10"] > 0.3  # the harness really retrieves
     assert "| overall |" in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
+        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=UTC)),
+        ("12:09 am on 1 January, 2024", datetime(2024, 1, 1, 0, 9, tzinfo=UTC)),
+        ("12:30 pm on 13 October, 2023", datetime(2023, 10, 13, 12, 30, tzinfo=UTC)),
+        ("  7:55 PM on 9 June 2023 ", datetime(2023, 6, 9, 19, 55, tzinfo=UTC)),
+    ],
+)
+def test_parse_locomo_datetime(text: str, expected: datetime) -> None:
+    assert parse_locomo_datetime(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023-05-08",
+        "yesterday",
+        "13:56 pm on 8 May, 2023",
+        "1:61 pm on 8 May, 2023",
+        "1:56 pm on 31 February, 2023",
+        "1:56 pm on 8 Mai, 2023",
+        "",
+    ],
+)
+def test_parse_locomo_datetime_rejects(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_locomo_datetime(text)

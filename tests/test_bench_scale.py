@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from slm.bench import synth
-from slm.bench.scale import compose, store_bytes, token_table
 from slm.cli import cli
 from slm.embed.fake import FakeEmbedder
 from slm.engine import MemoryInput
 from slm.ingest.entities import extract_entities
 from slm.ingest.timeexpr import referenced_spans
 from slm.text import terms
+from slm_bench import synth
+from slm_bench.scale import compose, store_bytes, token_table
 
 
 class Corpus(NamedTuple):

@@ -16,7 +16,6 @@ from slm.ingest.timeexpr import (
     HORIZON_YEARS,
     TimeSpan,
     is_when_question,
-    parse_locomo_datetime,
     query_window,
     referenced_spans,
 )
@@ -281,37 +280,6 @@ def test_when_questions(text: str) -> None:
 )
 def test_not_when_questions(text: str) -> None:
     assert not is_when_question(text)
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56, tzinfo=UTC)),
-        ("10:37 am on 27 June, 2023", datetime(2023, 6, 27, 10, 37, tzinfo=UTC)),
-        ("12:09 am on 1 January, 2024", datetime(2024, 1, 1, 0, 9, tzinfo=UTC)),
-        ("12:30 pm on 13 October, 2023", datetime(2023, 10, 13, 12, 30, tzinfo=UTC)),
-        ("  7:55 PM on 9 June 2023 ", datetime(2023, 6, 9, 19, 55, tzinfo=UTC)),
-    ],
-)
-def test_parse_locomo_datetime(text: str, expected: datetime) -> None:
-    assert parse_locomo_datetime(text) == expected
-
-
-@pytest.mark.parametrize(
-    "text",
-    [
-        "2023-05-08",
-        "yesterday",
-        "13:56 pm on 8 May, 2023",
-        "1:61 pm on 8 May, 2023",
-        "1:56 pm on 31 February, 2023",
-        "1:56 pm on 8 Mai, 2023",
-        "",
-    ],
-)
-def test_parse_locomo_datetime_rejects(text: str) -> None:
-    with pytest.raises(ValueError):
-        parse_locomo_datetime(text)
 
 
 def _check_spans(spans: list[TimeSpan]) -> None:

@@ -99,30 +99,3 @@ def test_sql_and_fts_syntax_in_queries_is_just_text(memory: Memory) -> None:
     for query in ['"', "*", "NEAR(a b)", "OR", "-", "()", "'; DROP TABLE memories; --"]:
         memory.recall(query)
     assert memory.count() == 1
-
-
-@pytest.mark.parametrize(
-    ("vectors", "message"),
-    [
-        ([[0.1] * 384], "shape"),  # one row for two items
-        ([[0.1] * 383, [0.1] * 383], "shape"),
-        ([[float("nan")] * 384, [0.1] * 384], "NaN or infinite"),
-        ([[0.0] * 384, [0.1] * 384], "all-zero row"),
-        ([["a"] * 384, [0.1] * 384], "numeric matrix"),
-    ],
-)
-def test_bad_precomputed_vectors_store_nothing(memory: Memory, vectors: Any, message: str) -> None:
-    items = [{"content": "first note"}, {"content": "second note"}]
-    with pytest.raises(InvalidInput, match=message) as caught:
-        memory.remember_many(items, vectors=vectors)
-    assert caught.value.field == "vectors"
-    assert memory.count() == 0
-
-
-def test_precomputed_vectors_are_stored_normalised(memory: Memory) -> None:
-    vectors = [[3.0] + [0.0] * 383, [0.0, 2.0] + [0.0] * 382]
-    records = memory.remember_many(
-        [{"content": "first note"}, {"content": "second note"}], vectors=vectors
-    )
-    stored = memory.store.vectors(memory.profile, [r.key for r in records])
-    assert stored[0][0] == pytest.approx(1.0) and stored[1][1] == pytest.approx(1.0)

@@ -600,9 +600,26 @@ for _command in cli.commands.values():
         _store_option("profile", "Profile name (also accepted before the command)."),
     ]
 
-from slm.bench.cli import bench  # noqa: E402  (registered after the commands above)
 
-cli.add_command(bench)
+class _Benchmarks(click.Group):
+    """``slm bench``: its commands live in the ``slm_bench`` package, imported only when
+    ``slm bench`` runs, so the library and the other commands never load it."""
+
+    def _commands(self) -> click.Group:
+        from slm_bench.cli import bench
+
+        return bench
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return self._commands().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        return self._commands().get_command(ctx, cmd_name)
+
+
+@cli.group(cls=_Benchmarks)
+def bench() -> None:
+    """Measure retrieval quality and speed with the benchmarks that ship with slm."""
 
 
 def main() -> None:

@@ -179,26 +179,14 @@ class Memory:
         item = MemoryInput(content, event_time, source, confidence, metadata, tags)
         return self.remember_many([item])[0]
 
-    def remember_many(
-        self,
-        items: Iterable[MemoryInput | Mapping[str, Any]],
-        *,
-        vectors: Matrix | None = None,
-    ) -> list[MemoryRecord]:
+    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[MemoryRecord]:
         """Store a batch in one transaction with batched embedding; one record per item.
 
         The whole batch is validated first: one bad item rejects the batch and stores nothing.
-        ``vectors`` (one row per item, from the same model as this store's embedder) skips
-        the embedding step: for bulk loads whose embeddings were computed elsewhere.
         """
-        return [r.memory for r in self.store_many(items, vectors=vectors)]
+        return [r.memory for r in self.store_many(items)]
 
-    def store_many(
-        self,
-        items: Iterable[MemoryInput | Mapping[str, Any]],
-        *,
-        vectors: Matrix | None = None,
-    ) -> list[Remembered]:
+    def store_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
         """:meth:`remember_many`, saying for each item whether it was stored now
         (``created``) or its content was already stored (the first of several identical
         items in one batch is the one created)."""
@@ -214,17 +202,13 @@ class Memory:
         now = datetime.now(UTC)
         numbered = len(batch) > 1
         checked = [self._check_item(i, item, now, numbered) for i, item in enumerate(batch)]
-        given = validate.vectors(vectors, len(batch), self.embedder.dim)
         known = self.store.existing(self.profile, [c.content_hash for c in checked])
-        pending: dict[str, tuple[NewMemory, int]] = {}
-        for row, c in enumerate(checked):
+        pending: dict[str, NewMemory] = {}
+        for c in checked:
             if c.content_hash not in known:
-                pending.setdefault(c.content_hash, (c, row))
-        fresh = [c for c, _ in pending.values()]
-        if given is None:
-            passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
-        else:
-            passages = [row[None, :] for row in given[[row for _, row in pending.values()]]]
+                pending.setdefault(c.content_hash, c)
+        fresh = list(pending.values())
+        passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
         embedded = _firsts(passages, self.embedder.dim)
         standing = self._standing([c.content for c in fresh], [c.source for c in fresh])
         links = semantic_links(self.store, self.profile, embedded)

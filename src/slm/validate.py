@@ -16,9 +16,6 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from slm.errors import InvalidInput
 
 MAX_CONTENT_BYTES = 512 * 1024
@@ -263,26 +260,3 @@ def timestamp(value: object, what: str = "event_time") -> datetime | None:
     if not _MIN_YEAR <= moment.year <= _MAX_YEAR:
         raise InvalidInput(f"{what} is out of range: {_show(value)}", field=what)
     return moment
-
-
-def vectors(value: object, rows: int, dim: int) -> npt.NDArray[np.float32] | None:
-    """Precomputed embeddings for a batch: ``rows`` x ``dim`` finite, non-zero rows,
-    returned unit-normalised as float32 (None passes through)."""
-    if value is None:
-        return None
-    try:
-        matrix = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"vectors must be a numeric matrix: {exc}", field="vectors") from None
-    if matrix.shape != (rows, dim):
-        raise InvalidInput(
-            f"vectors must have shape ({rows}, {dim}), one row per item; got {matrix.shape}",
-            field="vectors",
-        )
-    if not np.isfinite(matrix).all():
-        raise InvalidInput("vectors contain NaN or infinite values", field="vectors")
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    if rows and float(norms.min()) == 0.0:
-        raise InvalidInput("vectors contain an all-zero row", field="vectors")
-    out: npt.NDArray[np.float32] = (matrix / norms).astype(np.float32)
-    return out

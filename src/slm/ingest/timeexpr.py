@@ -53,7 +53,6 @@ __all__ = [
     "HORIZON_YEARS",
     "TimeSpan",
     "is_when_question",
-    "parse_locomo_datetime",
     "query_window",
     "referenced_spans",
 ]
@@ -567,23 +566,3 @@ _RE_WHEN_QUESTION = re.compile(
 def is_when_question(text: str) -> bool:
     """Whether a question asks for a point in time rather than a fact."""
     return _RE_WHEN_QUESTION.search(_RE_WS.sub(" ", text).strip()) is not None
-
-
-_RE_LOCOMO = re.compile(
-    r"\s*(?P<h>[0-9]{1,2}):(?P<mi>[0-9]{2}) ?(?P<ap>am|pm) on (?P<d>[0-9]{1,2}) "
-    rf"(?P<mon>{_MONTH_ANY})\.?,? (?P<y>[0-9]{{4}})\s*",
-    _F,
-)
-
-
-def parse_locomo_datetime(text: str) -> datetime:
-    """Parse LoCoMo's session stamp, e.g. "1:56 pm on 8 May, 2023", as UTC."""
-    m = _RE_LOCOMO.fullmatch(_RE_WS.sub(" ", text))
-    if m is None:
-        raise ValueError(f"not a LoCoMo datetime: {text[:80]!r}")
-    hour, minute = int(m.group("h")), int(m.group("mi"))
-    if not 1 <= hour <= 12 or minute > 59:
-        raise ValueError(f"bad clock time in {text[:80]!r}")
-    hour = hour % 12 + (12 if m.group("ap").lower() == "pm" else 0)
-    month = _month_num(m.group("mon"))
-    return datetime(int(m.group("y")), month, int(m.group("d")), hour, minute, tzinfo=UTC)

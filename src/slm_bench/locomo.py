@@ -17,11 +17,16 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from slm.bench.report import (
+from slm.channels import enabled
+from slm.embed import make_embedder
+from slm.engine import Memory, MemoryInput
+from slm.errors import InvalidInput
+from slm.settings import Settings
+from slm_bench.report import (
     Answer,
     ablation,
     ablation_table,
@@ -35,12 +40,6 @@ from slm.bench.report import (
     table_head,
     table_row,
 )
-from slm.channels import enabled
-from slm.embed import make_embedder
-from slm.engine import Memory, MemoryInput
-from slm.errors import InvalidInput
-from slm.ingest.timeexpr import parse_locomo_datetime
-from slm.settings import Settings
 
 SCORED_CATEGORIES = (1, 2, 3, 4)
 CATEGORY_NAMES = {
@@ -52,6 +51,31 @@ CATEGORY_NAMES = {
 }
 _SCORED_KINDS = frozenset(str(c) for c in SCORED_CATEGORIES)
 _DIA = re.compile(r"D(\d+):(\d+)")
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_STAMP = re.compile(
+    r"(?P<h>\d{1,2}):(?P<mi>\d{2}) ?(?P<ap>am|pm) on (?P<d>\d{1,2}) (?P<mon>[a-z]+)\.?,? "
+    r"(?P<y>\d{4})",
+    re.IGNORECASE,
+)
+
+
+def parse_locomo_datetime(text: str) -> datetime:
+    """LoCoMo's session stamp, e.g. "1:56 pm on 8 May, 2023", as UTC; ``ValueError`` for
+    anything else."""
+    m = _STAMP.fullmatch(" ".join(text.split()))
+    if m is None:
+        raise ValueError(f"not a LoCoMo datetime: {text[:80]!r}")
+    hour, minute = int(m.group("h")), int(m.group("mi"))
+    month = m.group("mon").lower()
+    matching = [i for i, name in enumerate(_MONTHS, start=1) if name.startswith(month[:3])]
+    if not 1 <= hour <= 12 or minute > 59 or not matching or len(month) < 3:
+        raise ValueError(f"bad date or time in {text[:80]!r}")
+    if month not in (_MONTHS[matching[0] - 1], _MONTHS[matching[0] - 1][:3]):
+        raise ValueError(f"unknown month in {text[:80]!r}")
+    hour = hour % 12 + (12 if m.group("ap").lower() == "pm" else 0)
+    return datetime(int(m.group("y")), matching[0], int(m.group("d")), hour, minute, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from slm import validate
-from slm.bench.report import (
+from slm.channels import enabled
+from slm.embed import make_embedder
+from slm.engine import Memory, MemoryInput
+from slm.errors import InvalidInput
+from slm.settings import Settings
+from slm_bench.report import (
     Answer,
     ablation,
     ablation_table,
@@ -42,11 +47,6 @@ from slm.bench.report import (
     table_head,
     table_row,
 )
-from slm.channels import enabled
-from slm.embed import make_embedder
-from slm.engine import Memory, MemoryInput
-from slm.errors import InvalidInput
-from slm.settings import Settings
 
 #: Memories stored per ``remember_many`` call while loading an instance.
 BATCH = 500

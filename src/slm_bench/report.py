@@ -1,7 +1,7 @@
 """What the retrieval benchmarks share: one answer per asked question, its metrics by slice,
 the abstention check, the paired comparison of two configurations, and the Markdown tables.
 
-``slm.bench.locomo`` and ``slm.bench.retrieval`` differ only in how they read their data.
+``slm_bench.locomo`` and ``slm_bench.retrieval`` differ only in how they read their data.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from slm.bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 from slm.embed import Embedder
 from slm.engine import Memory
 from slm.settings import Settings
+from slm_bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 
 K = 10
 COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr@10")

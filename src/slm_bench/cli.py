@@ -1,5 +1,5 @@
-"""``slm bench``: the benchmark commands (thin layers over ``slm.bench.locomo`` and
-``slm.bench.scale``)."""
+"""``slm bench``: the benchmark commands (thin layers over ``slm_bench.locomo`` and
+``slm_bench.scale``)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def _quality(
     channels: str | None,
     **run: Any,
 ) -> None:
-    """Run the ``slm.bench.<name>`` harness with the shared options and emit its report."""
-    harness = importlib.import_module(f"slm.bench.{name}")
+    """Run the ``slm_bench.<name>`` harness with the shared options and emit its report."""
+    harness = importlib.import_module(f"slm_bench.{name}")
     chosen = channel_names(channels, "--channels") if channels else None
 
     def progress(line: str) -> None:
@@ -215,7 +215,7 @@ def scale(
     cache_dir: Path | None,
 ) -> None:
     """Ingest rate, recall latency, memory and disk at N synthetic memories (docs/benchmarks.md)."""
-    from slm.bench import scale as harness
+    from slm_bench import scale as harness
 
     def progress(line: str) -> None:
         if not quiet:
@@ -250,7 +250,7 @@ def scale(
 )
 def plot(files: tuple[Path, ...], out: Path) -> None:
     """Plot recall latency p50/p95/p99 against N from several 'bench scale' JSON reports."""
-    from slm.bench import scale as harness
+    from slm_bench import scale as harness
 
     reports = [_scale_report(path) for path in files]
     try:

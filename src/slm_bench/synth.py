@@ -18,7 +18,7 @@ added until the expected number of other memories sharing all of them is below
 ``SPECIFICITY``, so the target stays findable at a million memories.
 
 Vectors. Embedding a million texts with the real model takes hours, so bulk loads use
-*composed* vectors (``slm.bench.scale.compose``): every token (pseudo-word, topic word,
+*composed* vectors (``slm_bench.scale.compose``): every token (pseudo-word, topic word,
 speaker name, entity name, :attr:`Synth.tokens`) is embedded once by the real model, and a
 memory's vector is the unit-normalised sum of its tokens' vectors weighted by their inverse
 document frequency ``-log p(token in a memory)`` (:attr:`Batch.weights`). Function words and

@@ -3,14 +3,15 @@
 One run, for N synthetic memories:
 
 1. Bulk load. The generator's memories go into a fresh SQLite store through
-   ``remember_many`` in batches of 5,000 with ``vectors=``: composed from the real model's
-   token vectors (:func:`compose`; the table is embedded once and cached as ``.npy``, see
-   :func:`token_table`), or with ``real_vectors`` the real model's vectors of each memory,
-   computed before the clock starts. Only the ``remember_many`` calls are
-   timed: ``ingest_per_s_precomputed`` (``generate_s`` is the untimed rest of the loop:
-   generating memories and their vectors). ``peak_rss_ingest_mb`` is this process's peak RSS
-   afterwards. The store is closed and ``disk_bytes_per_memory`` counts every file next to
-   it whose name starts with the store's stem (database, WAL, shared memory, indexes).
+   ``remember_many`` in batches of 5,000, their vectors given (:class:`Precomputed`):
+   composed from the real model's token vectors (:func:`compose`; the table is embedded
+   once and cached as ``.npy``, see :func:`token_table`), or with ``real_vectors`` the
+   real model's vectors of each memory, computed before the clock starts. Only the
+   ``remember_many`` calls are timed: ``ingest_per_s_precomputed`` (``generate_s`` is the
+   untimed rest of the loop: generating memories and their vectors).
+   ``peak_rss_ingest_mb`` is this process's peak RSS afterwards. The store is closed and
+   ``disk_bytes_per_memory`` counts every file next to it whose name starts with the
+   store's stem (database, WAL, shared memory, indexes).
 2. Serving, in a fresh Python process so its RSS is its own (with ``cold``, the store's
    files are first dropped from the page cache, ``page_cache``): the clock starts before
    ``Memory(...)`` and stops when the first query's recall returns
@@ -50,14 +51,14 @@ from typing import Any
 
 import numpy as np
 
-from slm.bench import synth
-from slm.bench.metrics import percentile
 from slm.channels import enabled
 from slm.embed import Embedder, Matrix, make_embedder
 from slm.embed.base import normalise
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, SlmError, install_hint
 from slm.settings import Settings
+from slm_bench import synth
+from slm_bench.metrics import percentile
 
 K = 10
 WARMUP = 20
@@ -153,6 +154,33 @@ def _now() -> str:
 
 
 # -- composed vectors ---------------------------------------------------------------------
+
+
+class Precomputed:
+    """An embedder that hands back the vectors of the batch being loaded (composed, or the
+    model's own), so the bulk load goes through the same insert path as any other; a text
+    it was not given (a standing statement's scope) is embedded by ``model``."""
+
+    def __init__(self, model: Embedder) -> None:
+        self.name, self.dim = model.name, model.dim
+        self._model = model
+        self._table: dict[str, Matrix] = {}
+
+    def load(self, texts: Sequence[str], vectors: Matrix) -> None:
+        self._table = dict(
+            zip(texts, normalise(np.asarray(vectors, dtype=np.float32)), strict=True)
+        )
+
+    def embed_batch(self, texts: Sequence[str]) -> Matrix:
+        missing = [text for text in dict.fromkeys(texts) if text not in self._table]
+        if missing:
+            self._table.update(zip(missing, self._model.embed_batch(missing), strict=True))
+        return np.asarray([self._table[text] for text in texts], dtype=np.float32).reshape(
+            len(texts), self.dim
+        )
+
+    def health(self) -> dict[str, object]:
+        return self._model.health()
 
 
 def token_table(
@@ -299,14 +327,16 @@ def _bulk(
     timed = 0.0
     done, every = 0, max(1, gen.n // BULK_BATCH // 10)
     begin = time.perf_counter()
-    with Memory(db, settings=settings, embedder=embedder) as memory:
+    given = Precomputed(embedder)
+    with Memory(db, settings=settings, embedder=given) as memory:
         for number, batch in enumerate(gen.batches(), start=1):
+            texts = [item.content for item in batch.items]
             if table is None:
-                vectors = embedder.embed_batch([item.content for item in batch.items])
+                given.load(texts, embedder.embed_batch(texts))
             else:
-                vectors = compose(table, batch)
+                given.load(texts, compose(table, batch))
             start = time.perf_counter()
-            memory.remember_many(batch.items, vectors=vectors)
+            memory.remember_many(batch.items)
             timed += time.perf_counter() - start
             done += len(batch.items)
             found.extend(batch.queries)
@@ -390,7 +420,7 @@ def _spread(ms: Sequence[float]) -> dict[str, float]:
 def serve_in_subprocess(
     db: Path, settings: Settings, queries: Sequence[synth.SynthQuery]
 ) -> dict[str, Any]:
-    """Step 2 in a new interpreter (``python -m slm.bench.scale SPEC``); its report."""
+    """Step 2 in a new interpreter (``python -m slm_bench.scale SPEC``); its report."""
     ordered = sorted(queries, key=lambda q: (not q.warmup, q.target))
     spec = {
         "db": str(db),
@@ -410,7 +440,7 @@ def serve_in_subprocess(
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(spec), encoding="utf-8")
         done = subprocess.run(
-            [sys.executable, "-m", "slm.bench.scale", str(path)],
+            [sys.executable, "-m", "slm_bench.scale", str(path)],
             capture_output=True,
             text=True,
             check=False,
