@@ -21,6 +21,7 @@ from schemathesis.checks import negative_data_rejection, positive_data_acceptanc
 
 from slm import Settings, StoreError
 from slm.http import Profiles
+from slm.store import Location
 
 TOKEN = "s3cret-token-for-tests"
 
@@ -322,7 +323,7 @@ def test_no_profile_sees_another(api: str, first: str, second: str, text: str) -
 
 
 def test_evicted_profiles_close_only_when_idle(tmp_path: Path) -> None:
-    profiles = Profiles(tmp_path / "pool.db", Settings(embedder="fake"), limit=1)
+    profiles = Profiles(Location(path=tmp_path / "pool.db"), Settings(embedder="fake"), limit=1)
     with profiles.lease("a") as first:
         first.remember("kept open while in use")
         with profiles.lease("b") as second:  # evicts "a" from the pool, but "a" is in use

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from slm import Memory, Settings
 from slm.cli import cli
-from slm.migrate import migrate, store_location
+from slm.migrate import migrate
+from slm.store import Location
 from slm.text import terms as text_terms
 
 FAKE = Settings(embedder="fake")
@@ -35,7 +36,7 @@ def ends(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
 
 
 def open_memory(location: str, profile: str = "default") -> Memory:
-    return Memory(**store_location(location), profile=profile, settings=FAKE)
+    return Memory(Location.parse(location), profile=profile, settings=FAKE)
 
 
 def populate(location: str) -> None:

@@ -26,6 +26,7 @@ from slm.contract import RecallResponse
 from slm.engine import Memory
 from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError, outcome
 from slm.settings import Settings, default_db_path
+from slm.store import Location
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,25 +51,29 @@ class Context:
         refuses a SQLite file that does not exist instead of creating an empty one; one that
         writes creates it, but not a directory named with ``--db`` that does not exist."""
         settings = Settings.from_env(**overrides)
-        if self.dsn:
-            store: dict[str, Any] = {"dsn": self.dsn}
-        else:
-            path = Path(self.db).expanduser() if self.db else default_db_path()
-            if not path.exists():
-                if not create:
-                    raise NotFound(
-                        f"no store at {path}: commands that only read never create one "
-                        "(store something first with 'slm remember', or check --db / SLM_DB)"
-                    )
-                if self.db and not path.parent.is_dir():
-                    raise InvalidInput(
-                        f"the directory {path.parent} does not exist (--db names a file in an "
-                        "existing directory)",
-                        field="db",
-                    )
-            store = {"path": path}
-        with Memory(**store, profile=self.profile, settings=settings) as memory:
+        location = self.location()
+        if not location.exists():
+            path = location.path
+            assert path is not None
+            if not create:
+                raise NotFound(
+                    f"no store at {path}: commands that only read never create one "
+                    "(store something first with 'slm remember', or check --db / SLM_DB)"
+                )
+            if self.db and not path.parent.is_dir():
+                raise InvalidInput(
+                    f"the directory {path.parent} does not exist (--db names a file in an "
+                    "existing directory)",
+                    field="db",
+                )
+        with Memory(location, profile=self.profile, settings=settings) as memory:
             yield memory
+
+    def location(self) -> Location:
+        """The store the options name: ``--dsn``, else ``--db``, else the default file."""
+        if self.dsn:
+            return Location(dsn=self.dsn)
+        return Location(path=Path(self.db).expanduser() if self.db else default_db_path())
 
 
 class SlmGroup(click.Group):
@@ -566,10 +571,9 @@ def serve(obj: Context, host: str, port: int) -> None:
     """Serve the REST API; a non-loopback --host needs SLM_API_TOKEN."""
     from slm.http import serve as serve_http
 
-    path = None if obj.dsn else Path(obj.db).expanduser() if obj.db else default_db_path()
     token = os.environ.get("SLM_API_TOKEN")
     serve_http(
-        host=host, port=port, path=path, dsn=obj.dsn, default_profile=obj.profile, token=token
+        host=host, port=port, location=obj.location(), default_profile=obj.profile, token=token
     )
 
 

@@ -30,7 +30,7 @@ from slm.models import MemoryRecord, NewMemory
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.settings import Settings, default_db_path
-from slm.store import Filters, Store, open_store
+from slm.store import Filters, Location, Store, open_store
 from slm.store.base import MAX_PASSAGES
 from slm.text import terms
 
@@ -74,7 +74,7 @@ class Memory:
 
     Args:
         path: SQLite file (default: ``SLM_DB``, else ``memory.db`` in ``SLM_HOME`` or the
-            platform's user data directory).
+            platform's user data directory), or a :class:`slm.store.Location`.
         dsn: a PostgreSQL DSN instead of a file.
         profile: the tenant; memories of other profiles are never seen.
         settings: tunables; default :meth:`Settings.from_env`.
@@ -83,7 +83,7 @@ class Memory:
 
     def __init__(
         self,
-        path: str | Path | None = None,
+        path: str | Path | Location | None = None,
         *,
         dsn: str | None = None,
         profile: str = "default",
@@ -93,11 +93,15 @@ class Memory:
         self.settings = settings if settings is not None else Settings.from_env()
         self.profile = validate.profile(profile)
         self.embedder = embedder if embedder is not None else make_embedder(self.settings.embedder)
-        if path is None and dsn is None:
-            path = default_db_path()
+        if isinstance(path, Location):
+            location = path
+        elif dsn is not None:
+            location = Location(dsn=dsn)
+        else:
+            location = Location(path=Path(path) if path is not None else default_db_path())
         # Threads start on first use, so an instance that fails to open leaves none behind.
         self._queries = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="slm-query")
-        self.store: Store = open_store(path=path, dsn=dsn, dim=self.embedder.dim)
+        self.store: Store = open_store(location, self.embedder.dim)
         try:
             self._check_embedder()
             self.channels: dict[str, Channel] = build_channels(self.settings)

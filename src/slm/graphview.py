@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
-from slm.store import Store
+from slm.store.base import Graph
 
 T = TypeVar("T")
 Edge = tuple[int, str, float]
@@ -16,7 +16,7 @@ Mention = tuple[int, str, int, int]
 
 
 class GraphView:
-    def __init__(self, store: Store, profile: str) -> None:
+    def __init__(self, store: Graph, profile: str) -> None:
         self._store = store
         self._profile = profile
         self._edges: dict[int, list[Edge]] = {}

@@ -28,6 +28,7 @@ from slm.embed import Embedder
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
 from slm.settings import Settings
+from slm.store import Location
 
 try:
     import uvicorn
@@ -172,10 +173,8 @@ class Profiles:
     and one evicted while a request still uses it is closed when that request ends.
     """
 
-    def __init__(
-        self, path: Path | None, settings: Settings, limit: int = 32, dsn: str | None = None
-    ) -> None:
-        self.path, self.settings, self.limit, self.dsn = path, settings, limit, dsn
+    def __init__(self, location: Location, settings: Settings, limit: int = 32) -> None:
+        self.location, self.settings, self.limit = location, settings, limit
         self._lock = threading.Lock()
         self._open: OrderedDict[str, Memory] = OrderedDict()
         self._users: dict[int, int] = {}
@@ -194,8 +193,7 @@ class Profiles:
             memory = self._open.get(profile)
             if memory is None:
                 memory = Memory(
-                    self.path,
-                    dsn=self.dsn,
+                    self.location,
                     profile=profile,
                     settings=self.settings,
                     embedder=self._embedder,
@@ -260,18 +258,19 @@ Mem = Annotated[Memory, Depends(_memory)]
 
 
 def create_app(
-    path: Path | None,
+    location: Location | Path,
     *,
-    dsn: str | None = None,
     settings: Settings | None = None,
     default_profile: str = "default",
     token: str | None = None,
     loopback_only: bool = True,
     max_body_bytes: int = MAX_BODY_BYTES,
 ) -> ASGIApp:
-    """The ASGI app over the SQLite store at ``path`` (or the PostgreSQL store at ``dsn``);
-    close it by shutting the app down."""
-    profiles = Profiles(path, settings if settings is not None else Settings.from_env(), dsn=dsn)
+    """The ASGI app over the store at ``location`` (a SQLite file's path will do); close it
+    by shutting the app down."""
+    if not isinstance(location, Location):
+        location = Location(path=Path(location))
+    profiles = Profiles(location, settings if settings is not None else Settings.from_env())
     with profiles.lease(validate.profile(default_profile)):
         pass  # a store or model that cannot open fails here, before the server listens
 
@@ -558,8 +557,7 @@ def serve(
     *,
     host: str,
     port: int,
-    path: Path | None,
-    dsn: str | None = None,
+    location: Location,
     default_profile: str = "default",
     token: str | None = None,
     log_level: Literal["warning", "info", "debug"] = "info",
@@ -572,7 +570,7 @@ def serve(
             "(clients then send 'Authorization: Bearer <token>') or bind 127.0.0.1"
         )
     app = create_app(
-        path, dsn=dsn, default_profile=default_profile, token=token, loopback_only=not token
+        location, default_profile=default_profile, token=token, loopback_only=not token
     )
     uvicorn.run(
         app, host=host, port=port, log_level=log_level, access_log=False, server_header=False

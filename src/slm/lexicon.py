@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cached_property
 
-from slm.store import LexicalStats, Postings, Store
+from slm.store.base import Lexical, LexicalStats, Postings
 
 #: At most this many postings (the highest-impact ones) are read per query term.
 POSTINGS_PER_TERM = 500
@@ -28,7 +28,7 @@ def idf(n_docs: int, df: int) -> float:
 
 
 class Lexicon:
-    def __init__(self, store: Store, profile: str, terms: Sequence[str]) -> None:
+    def __init__(self, store: Lexical, profile: str, terms: Sequence[str]) -> None:
         self._store = store
         self._profile = profile
         self.terms = tuple(terms)

@@ -29,17 +29,9 @@ from slm.errors import EmbedderError, InvalidInput
 from slm.ingest.standing import standing_statements
 from slm.models import MemoryRecord
 from slm.settings import Settings
+from slm.store import Location
 
 BATCH = 500
-DSN_PREFIXES = ("postgresql://", "postgres://")
-
-
-def store_location(location: str | Path) -> dict[str, Any]:
-    """``Memory`` keyword arguments for a store named by a path or a PostgreSQL URL."""
-    text = str(location)
-    if text.startswith(DSN_PREFIXES):
-        return {"dsn": text}
-    return {"path": Path(text).expanduser()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,20 +120,20 @@ def migrate(
     the source was built with (its vectors are copied, not recomputed).
     """
     settings = settings if settings is not None else Settings.from_env()
-    origin, destination = store_location(source), store_location(target)
+    origin, destination = Location.parse(source), Location.parse(target)
     if origin == destination:
         raise InvalidInput("--from and --to name the same store")
-    if "path" in origin and not origin["path"].is_file():
-        raise InvalidInput(f"no store at {origin['path']}")
-    with Memory(**origin, settings=settings, embedder=embedder) as first:
+    if origin.path is not None and not origin.path.is_file():
+        raise InvalidInput(f"no store at {origin.path}")
+    with Memory(origin, settings=settings, embedder=embedder) as first:
         names = list(profiles) if profiles is not None else first.store.profiles()
         model = first.embedder
         reports = []
         for profile in names:
             copier = StoredVectors(model)
             with (
-                Memory(**origin, profile=profile, settings=settings, embedder=model) as src,
-                Memory(**destination, profile=profile, settings=settings, embedder=copier) as dst,
+                Memory(origin, profile=profile, settings=settings, embedder=model) as src,
+                Memory(destination, profile=profile, settings=settings, embedder=copier) as dst,
             ):
                 reports.append(copy_profile(src, dst, copier, batch=batch, progress=progress))
     return reports

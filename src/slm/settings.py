@@ -13,9 +13,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from slm.embed import EMBEDDERS
 from slm.errors import ConfigError
-
-EMBEDDERS: tuple[str, ...] = ("minilm", "fake")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,8 @@ class Settings:
         rrf_k: the reciprocal-rank-fusion constant ``k`` (30: measured on LoCoMo dev, where it
             beat Cormack et al.'s 60 by favouring agreement at the top of the lists).
         candidates_per_channel: how many ranked hits each channel contributes to fusion.
-        embedder: ``"minilm"`` (all-MiniLM-L6-v2, int8 ONNX) or ``"fake"`` (hashing, for tests).
+        embedder: a name in ``slm.embed.EMBEDDERS``: ``"minilm"`` (all-MiniLM-L6-v2, int8 ONNX)
+            or ``"fake"`` (hashing, for tests).
         semantic_floor: how far a memory's cosine similarity to the query must rise above the
             query's mean similarity to the rest of the profile to count as semantic evidence.
         lexical_floor: IDF-weighted share of the query's terms a memory must contain to have

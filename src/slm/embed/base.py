@@ -28,6 +28,12 @@ class Embedder(Protocol):
     def health(self) -> dict[str, object]: ...
 
 
+def embed(embedder: Embedder, text: str) -> Matrix:
+    """The unit vector of one text (a row of :meth:`Embedder.embed_batch`)."""
+    vector: Matrix = embedder.embed_batch([text])[0]
+    return vector
+
+
 def normalise(matrix: Matrix) -> Matrix:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     out: Matrix = (matrix / np.clip(norms, 1e-12, None)).astype(np.float32)

@@ -87,11 +87,8 @@ class Stored:
     created: bool
 
 
-class Store(Protocol):
-    """Persistence for memories and their derived indexes. Implementations: sqlite, postgres."""
-
-    kind: str
-    location: str
+class Rows(Protocol):
+    """The memories themselves: the source of truth, written in one transaction per call."""
 
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
         """Map each content hash already stored in the profile to its memory id."""
@@ -116,6 +113,14 @@ class Store(Protocol):
         """Remove memories and every derived row in one transaction; return the ids removed."""
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
+
+    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
+        """Replace the lexical and graph rows of stored memories in one transaction."""
+
+
+class Vectors(Protocol):
+    """Each memory's vector, its further passages and its standing statements' scopes, and
+    the searches over them."""
 
     def vector_search(
         self,
@@ -163,6 +168,10 @@ class Store(Protocol):
     def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
         """Stored unit vectors for ``keys`` (rows in the same order)."""
 
+
+class Lexical(Protocol):
+    """The BM25 inverted index and its per-profile statistics."""
+
     def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         """Each term's postings with the highest impact (term frequency descending, then
         document length ascending, then key), at most ``limit`` per term."""
@@ -172,8 +181,9 @@ class Store(Protocol):
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats: ...
 
-    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """Replace the lexical and graph rows of stored memories in one transaction."""
+
+class Graph(Protocol):
+    """Entities, mentions, memory-memory edges and the times memories refer to."""
 
     def find_entities(
         self, profile: str, names: Sequence[str]
@@ -215,6 +225,10 @@ class Store(Protocol):
     ) -> dict[int, list[tuple[int, int]]]:
         """Dates each memory's text refers to, as (start, end) microseconds."""
 
+
+class Admin(Protocol):
+    """Feedback, metadata, health and the lifecycle of the store."""
+
     def index_counts(self, profile: str) -> dict[str, int]:
         """Rows per index for the profile: ``memories``, ``embeddings``, ``lexical``."""
 
@@ -233,6 +247,16 @@ class Store(Protocol):
     def health(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
+
+
+class Store(Rows, Vectors, Lexical, Graph, Admin, Protocol):
+    """Persistence for memories and their derived indexes. Implementations: sqlite, postgres.
+
+    The parts are separate protocols so that a component can ask for only what it reads
+    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`)."""
+
+    kind: str
+    location: str
 
 
 def times_in(

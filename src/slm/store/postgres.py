@@ -33,6 +33,7 @@ from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import postgres_graph as graph
 from slm.store import postgres_lexical as lexical
 from slm.store import postgres_passages as passage_sql
+from slm.store import sql
 from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector, best_per_memory
 from slm.store.postgres_schema import migrate
 
@@ -46,13 +47,17 @@ MIN_EF_SEARCH = 40
 #: How long a profile's size, read to choose between exact and HNSW search, is reused.
 SIZE_TTL_S = 1.0
 
-_MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
+_MEMORY_COLUMNS = sql.MEMORY_COLUMNS
 _INSERT_MEMORY = (
     "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at, "
     "source, confidence, metadata, tags, session) "
     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT DO NOTHING RETURNING content_hash, id, key"
 )
+
+
+def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    return [("tags @> %s::text[]", [list(tags)])]
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
@@ -323,42 +328,18 @@ class PostgresStore:
 
     @staticmethod
     def _where(profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        clauses: list[str] = ["profile = %s"]
-        params: list[Any] = [profile]
-        if filters.source is not None:
-            clauses.append("source = %s")
-            params.append(filters.source)
-        if filters.tags:
-            clauses.append("tags @> %s::text[]")
-            params.append(list(filters.tags))
-        if filters.after is not None:
-            clauses.append("event_time >= %s")
-            params.append(to_micros(filters.after))
-        if filters.before is not None:
-            clauses.append("event_time < %s")
-            params.append(to_micros(filters.before))
-        return " AND ".join(clauses), params
+        return sql.memory_filter(profile, filters, "%s", _tag_clauses)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)
-        rows = self._rows(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where} "
-            "ORDER BY recorded_at DESC, key DESC LIMIT %s OFFSET %s",
-            [*params, limit, offset],
-        )
-        return [_record(r) for r in rows]
+        return [_record(r) for r in self._rows(sql.page_sql(where, "%s"), [*params, limit, offset])]
 
     def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
-        rows = self._rows(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = %s AND key > %s "
-            "ORDER BY key LIMIT %s",
-            (profile, after_key, limit),
-        )
-        return [_record(r) for r in rows]
+        return [_record(r) for r in self._rows(sql.scan_sql("%s"), (profile, after_key, limit))]
 
     def count(self, profile: str, filters: Filters | None = None) -> int:
         where, params = self._where(profile, filters or Filters())
-        return int(self._rows(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+        return int(self._rows(sql.count_sql(where), params)[0][0])
 
     def index_counts(self, profile: str) -> dict[str, int]:
         row = self._rows(

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from slm.errors import StoreError
-from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.models import MemoryRecord, NewMemory, from_micros
+from slm.store import sql
 from slm.store import sqlite_graph as graph
 from slm.store import sqlite_passages as passage_rows
 from slm.store import sqlite_rows as memory_rows
@@ -40,8 +41,15 @@ from slm.store.sqlite_conn import Connection, chunks, marks
 from slm.store.sqlite_schema import MIGRATIONS
 from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
 
-_MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
+_MEMORY_COLUMNS = sql.MEMORY_COLUMNS
 T = TypeVar("T")
+
+
+def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]]]:
+    return [
+        ("key IN (SELECT key FROM memory_tags WHERE profile = ? AND tag = ?)", [profile, tag])
+        for tag in tags
+    ]
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
@@ -334,42 +342,19 @@ class SQLiteStore:
 
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
-        clauses: list[str] = ["+profile = ?" if filters.tags else "profile = ?"]
-        params: list[Any] = [profile]
-        if filters.source is not None:
-            clauses.append("source = ?")
-            params.append(filters.source)
-        for tag in filters.tags:
-            clauses.append("key IN (SELECT key FROM memory_tags WHERE profile = ? AND tag = ?)")
-            params.extend([profile, tag])
-        if filters.after is not None:
-            clauses.append("event_time >= ?")
-            params.append(to_micros(filters.after))
-        if filters.before is not None:
-            clauses.append("event_time < ?")
-            params.append(to_micros(filters.before))
-        return " AND ".join(clauses), params
+        column = "+profile" if filters.tags else "profile"
+        return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)
-        rows = self._read(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE {where} "
-            "ORDER BY recorded_at DESC, key DESC LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return [_record(r) for r in rows]
+        return [_record(r) for r in self._read(sql.page_sql(where, "?"), [*params, limit, offset])]
 
     def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
-        rows = self._read(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = ? AND key > ? "
-            "ORDER BY key LIMIT ?",
-            (profile, after_key, limit),
-        )
-        return [_record(r) for r in rows]
+        return [_record(r) for r in self._read(sql.scan_sql("?"), (profile, after_key, limit))]
 
     def count(self, profile: str, filters: Filters | None = None) -> int:
         where, params = self._where(profile, filters or Filters())
-        return int(self._read(f"SELECT count(*) FROM memories WHERE {where}", params)[0][0])
+        return int(self._read(sql.count_sql(where), params)[0][0])
 
     def index_counts(self, profile: str) -> dict[str, int]:
         counts = {}
