@@ -37,6 +37,11 @@ _ORPHANS = {
     "JOIN memories b ON b.key = e.dst WHERE a.profile != e.profile OR b.profile != e.profile",
     "mention across profiles": "SELECT m.key FROM mentions m JOIN entities e ON e.id = m.entity "
     "JOIN memories x ON x.key = m.key WHERE x.profile != e.profile",
+    "passage without a memory": "SELECT memory FROM passages WHERE memory NOT IN "
+    "(SELECT key FROM memories)",
+    "passage across profiles": "SELECT p.memory FROM passages p JOIN memories m "
+    "ON m.key = p.memory WHERE m.profile != p.profile",
+    "passage outside its memory's keys": "SELECT key FROM passages WHERE key / 512 != memory",
 }
 
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from slm import validate
-from slm.cli_output import emit, show_details, show_memory, show_response, show_trace
+from slm.cli_output import emit, progress, show_details, show_memory, show_response, show_trace
 from slm.contract import RecallResponse
 from slm.engine import Memory
 from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError, outcome
@@ -135,33 +134,6 @@ class SlmGroup(click.Group):
 
 def quiet_option(func: F) -> F:
     return click.option("--quiet", is_flag=True, help="No progress on stderr.")(func)
-
-
-#: Seconds between two progress lines when stderr is not a terminal.
-PROGRESS_EVERY = 3.0
-
-
-@contextmanager
-def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """A callback counting work done: a progress bar on a terminal, else a line on stderr
-    every ``PROGRESS_EVERY`` seconds and at the end; nothing with ``quiet``."""
-    if quiet:
-        yield lambda done: None
-        return
-    if sys.stderr.isatty():
-        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
-            yield bar.update
-        return
-    count, last = 0, time.monotonic()
-
-    def update(done: int) -> None:
-        nonlocal count, last
-        count += done
-        if time.monotonic() - last >= PROGRESS_EVERY or count >= total:
-            click.echo(f"{label} {count} of {total}", err=True)
-            last = time.monotonic()
-
-    yield update
 
 
 @contextmanager

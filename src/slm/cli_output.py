@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -129,3 +132,30 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
             f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}; {ranks}"
         )
     click.echo(f"\n{trace['total_ms']:.1f} ms")
+
+
+#: Seconds between two progress lines when stderr is not a terminal.
+PROGRESS_EVERY = 3.0
+
+
+@contextmanager
+def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A callback counting work done: a progress bar on a terminal, else a line on stderr
+    every ``PROGRESS_EVERY`` seconds and at the end; nothing with ``quiet``."""
+    if quiet:
+        yield lambda done: None
+        return
+    if sys.stderr.isatty():
+        with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
+            yield bar.update
+        return
+    count, last = 0, time.monotonic()
+
+    def update(done: int) -> None:
+        nonlocal count, last
+        count += done
+        if time.monotonic() - last >= PROGRESS_EVERY or count >= total:
+            click.echo(f"{label} {count} of {total}", err=True)
+            last = time.monotonic()
+
+    yield update

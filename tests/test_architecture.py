@@ -1,0 +1,66 @@
+"""The layout is the architecture (docs/architecture.md): each module imports only from its
+own layer or those below, and the benchmarks stay out of the library's import."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "slm"
+
+#: Lowest first. A module may import its own layer and the layers below it, never above.
+LAYERS: list[set[str]] = [
+    {"errors", "models", "text", "validate", "native", "contract"},
+    {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
+    {"channels"},
+    {"recall"},
+    {"engine"},
+    {"cli", "cli_output", "mcp_server", "http", "migrate", "transfer", "backup", "demo",
+     "__init__", "__main__"},
+]  # fmt: skip
+
+
+def layer(module: str) -> int:
+    top = module.split(".")[1] if module.startswith("slm.") else module
+    for number, names in enumerate(LAYERS):
+        if top in names:
+            return number
+    raise AssertionError(f"slm.{top} is in no layer of tests/test_architecture.py")
+
+
+def imports(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "slm" or name.startswith("slm.")}
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = []
+    for path in sorted(SRC.rglob("*.py")):
+        module = "slm." + ".".join(path.relative_to(SRC).with_suffix("").parts)
+        own = layer(module)
+        for target in imports(path):
+            if target != "slm" and layer(target) > own:
+                upward.append(f"{module} imports {target}")
+    assert upward == []
+
+
+def test_modules_stay_small() -> None:
+    sizes = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in SRC.rglob("*.py")}
+    assert {name: n for name, n in sizes.items() if n > 650} == {}
+
+
+def test_importing_slm_loads_no_benchmark_and_no_adapter_extra() -> None:
+    code = (
+        "import sys, slm, slm.cli; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'slm_bench', 'fastapi', 'mcp', 'psycopg', 'matplotlib'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
