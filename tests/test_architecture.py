@@ -16,8 +16,8 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
     {"recall"},
-    {"engine"},
-    {"cli", "cli_output", "mcp_server", "http", "migrate", "transfer", "backup", "demo",
+    {"engine", "supersede"},
+    {"cli", "cli_base", "cli_output", "mcp_server", "http", "migrate", "transfer", "backup", "demo",
      "__init__", "__main__"},
 ]  # fmt: skip
 

@@ -119,3 +119,41 @@ def test_parse_locomo_datetime(text: str, expected: datetime) -> None:
 def test_parse_locomo_datetime_rejects(text: str) -> None:
     with pytest.raises(ValueError):
         parse_locomo_datetime(text)
+
+
+def test_lifecycle_histories_are_deterministic_and_varied() -> None:
+    from slm_bench.histories import generate
+
+    first, again, other = generate(3, 6), generate(3, 6), generate(4, 6)
+    assert first == again and first != other
+    for history in first:
+        assert 20 <= len(history.notes) <= 200
+        versions: dict[tuple[str, str], int] = {}
+        for note in history.notes:
+            if note.fact is not None:
+                person, attribute, version = note.fact
+                versions[(person, attribute)] = max(versions.get((person, attribute), 0), version)
+        assert versions and all(0 <= last <= 4 for last in versions.values())
+        assert any(note.fact is None for note in history.notes)  # distractors
+        assert set(history.replaces) <= {note.label for note in history.notes}
+    kinds = {question.kind for history in first for question in history.questions}
+    assert kinds == {"current", "as_of", "past", "when"}
+
+
+def test_lifecycle_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    out = tmp_path / "lifecycle.json"
+    result = CliRunner().invoke(
+        cli, ["bench", "lifecycle", "--histories", "2", "--out", str(out)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert set(report["modes"]) == {"explicit", "suggest", "auto"}
+    explicit = report["modes"]["explicit"]
+    assert explicit["stale_first"] == 0.0  # superseded memories are left out
+    assert explicit["current_hit@1"] > 0.3  # even the fake embedder finds current values
+    links = report["links"]
+    assert links["links"] > 0 and links["true_links"] <= links["links"]
+    assert 0 <= links["changes_linked"] <= 1
+    assert report["latency_ms"]["p50"] > 0
+    assert "| explicit |" in result.output

@@ -156,3 +156,54 @@ def test_every_command_is_documented_in_the_readme() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     for name in cli.commands:
         assert f"slm {name}" in readme, f"README does not mention 'slm {name}'"
+
+
+def test_update_supersede_and_recall_what_holds(run) -> None:  # type: ignore[no-untyped-def]
+    old = json.loads(
+        run("remember", "I live in Berlin", "--event-time", "2022-01-01", "--json").stdout
+    )
+    made = run("update", old["id"], "I live in Lisbon now", "--event-time", "2024-03-01", "--json")
+    assert made.exit_code == 0, made.output
+    new = json.loads(made.stdout)
+    assert new["created"] is True and new["valid_from"] == "2024-03-01T00:00:00Z"
+    stale = json.loads(run("get", old["id"], "--json").stdout)
+    assert stale["superseded_by"] == new["id"] and stale["valid_to"] == "2024-03-01T00:00:00Z"
+
+    ids = [
+        r["id"] for r in json.loads(run("recall", "where do I live", "--json").stdout)["results"]
+    ]
+    assert ids == [new["id"]]
+    flagged = json.loads(run("recall", "where do I live", "--include-superseded", "--json").stdout)
+    assert {r["id"]: r["superseded_by"] for r in flagged["results"]} == {
+        new["id"]: None,
+        old["id"]: new["id"],
+    }
+    then = json.loads(run("recall", "where do I live", "--as-of", "2023-01-01", "--json").stdout)
+    assert [r["id"] for r in then["results"]] == [old["id"]]
+    assert "superseded by" in run("recall", "Berlin", "--include-superseded").stdout
+
+    third = run(
+        "remember", "I live in Porto", "--supersedes", new["id"], "--event-time", "2025-01-01"
+    )
+    assert third.exit_code == 0 and third.stdout.startswith("remembered ")
+    assert json.loads(run("get", new["id"], "--json").stdout)["valid_to"] == "2025-01-01T00:00:00Z"
+
+
+LIFECYCLE_BAD = [
+    (["update", "0123456789abcdef", "new text"], "no memory with id"),
+    (["update", "nope", "new text"], "memory id must be"),
+    (["remember", "x", "--supersedes", "0123456789abcdef"], "no memory with id"),
+    (["recall", "q", "--as-of", "yesterday-ish"], "as_of is not an ISO 8601"),
+    (["recall", "q", "--as-of", "2024-01-01", "--include-superseded"], "as_of"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), LIFECYCLE_BAD)
+def test_bad_lifecycle_input_stores_nothing(run, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "a first memory")
+    before = run("list", "--json").stdout
+    result = run(*args)
+    assert result.exit_code != 0
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert run("list", "--json").stdout == before

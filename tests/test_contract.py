@@ -28,6 +28,11 @@ RESULT_KEYS = {
     "source",
     "metadata",
     "tags",
+    # additive (lifecycle): validity and probable updates
+    "valid_from",
+    "valid_to",
+    "superseded_by",
+    "possibly_superseded_by",
     "relevance_score",
     "ranking_score",
     "memory_confidence",

@@ -115,11 +115,12 @@ def test_remember_get_list_recall_forget(client: httpx.Client) -> None:
     record = made.json()
     assert record["metadata"] == {"room": "cellar"} and record["tags"] == ["house"]
     assert record["event_time"] == "2024-10-01T09:00:00Z"
-    assert record.pop("created") is True
+    assert record.pop("created") is True and record.pop("updates") == []
     again = client.post(
         "/v1/memories", headers=headers, json={"content": "The boiler is serviced every October"}
     )
-    assert again.status_code == 200 and again.json() == {**record, "created": False}
+    assert again.status_code == 200
+    assert again.json() == {**record, "created": False, "updates": []}
 
     assert client.get(f"/v1/memories/{record['id']}", headers=headers).json() == record
     listed = client.get("/v1/memories", params={"limit": 5, "offset": 0}, headers=headers)
@@ -285,7 +286,7 @@ def test_profiles_are_isolated(client: httpx.Client) -> None:
     record = client.post(
         "/v1/memories", headers=alice, json={"content": "Alice's locker is 42"}
     ).json()
-    assert record.pop("created") is True
+    assert record.pop("created") is True and record.pop("updates") == []
     memory_id = record["id"]
     for other in ({"X-SLM-Profile": "bob"}, {}):
         listed = client.get("/v1/memories", headers=other).json()["memories"]
@@ -396,6 +397,7 @@ OPERATIONS = [
     ("GET", "/v1/memories"),
     ("GET", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}"),
+    ("PATCH", "/v1/memories/{memory_id}"),
     ("GET", "/v1/health"),
 ]
 
@@ -433,3 +435,51 @@ def test_fuzz_never_5xx_and_matches_schema(
         case.call_and_validate(excluded_checks=[positive_data_acceptance, negative_data_rejection])
 
     check()
+
+
+def test_patch_replaces_a_memory(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "patching"}
+    old = client.post(
+        "/v1/memories",
+        headers=headers,
+        json={"content": "I live in Berlin", "event_time": "2022-01-01", "tags": ["home"]},
+    ).json()
+    made = client.patch(
+        f"/v1/memories/{old['id']}",
+        headers=headers,
+        json={"content": "I live in Lisbon", "event_time": "2024-03-01"},
+    )
+    assert made.status_code == 201, made.text
+    new = made.json()
+    assert new["tags"] == ["home"] and new["valid_from"] == "2024-03-01T00:00:00Z"
+    stale = client.get(f"/v1/memories/{old['id']}", headers=headers).json()
+    assert stale["superseded_by"] == new["id"] and stale["valid_to"] == "2024-03-01T00:00:00Z"
+
+    now = client.post("/v1/recall", headers=headers, json={"query": "where do I live"}).json()
+    assert [r["id"] for r in now["results"]] == [new["id"]]
+    then = client.post(
+        "/v1/recall", headers=headers, json={"query": "where do I live", "as_of": "2023-01-01"}
+    ).json()
+    assert [r["id"] for r in then["results"]] == [old["id"]]
+    both = client.post(
+        "/v1/recall",
+        headers=headers,
+        json={"query": "where do I live", "include_superseded": True},
+    ).json()
+    assert {r["id"]: r["superseded_by"] for r in both["results"]} == {
+        new["id"]: None,
+        old["id"]: new["id"],
+    }
+
+    again = client.patch(
+        f"/v1/memories/{old['id']}", headers=headers, json={"content": "I live in Porto"}
+    )
+    assert again.status_code == 400 and "already superseded" in error_of(again)["message"]
+    missing = client.patch("/v1/memories/0123456789abcdef", headers=headers, json={"content": "x"})
+    assert missing.status_code == 404 and error_of(missing)["type"] == "not_found"
+    other = client.patch(f"/v1/memories/{new['id']}", json={"content": "elsewhere"})
+    assert other.status_code == 404  # another profile's memory is not found
+    empty = client.patch(f"/v1/memories/{new['id']}", headers=headers, json={"content": ""})
+    assert empty.status_code == 400 and error_of(empty)["field"] == "content"
+    listed = client.get("/v1/memories", headers=headers).json()["memories"]
+    assert len(listed) == 2

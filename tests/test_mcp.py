@@ -12,7 +12,7 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-TOOLS = {"remember", "recall", "forget", "get", "list_recent", "trace", "health"}
+TOOLS = {"remember", "update", "recall", "forget", "get", "list_recent", "trace", "health"}
 
 
 def run_session(
@@ -146,7 +146,7 @@ def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
         assert "trace" not in contract
         assert "trace" in data(await client.call_tool("trace", {"query": "Priya cats"}))
 
-        assert stored.pop("created") is True
+        assert stored.pop("created") is True and stored.pop("updates") == []
         assert data(await client.call_tool("get", {"id": stored["id"]})) == stored
         recent = data(await client.call_tool("list_recent", {"limit": 1}))["memories"]
         assert [m["content"] for m in recent] == ["Deploys happen on Thursdays"]
@@ -199,3 +199,53 @@ def test_profile_from_flag_and_environment(tmp_path: Path) -> None:
     run_session(tmp_path, remember_in_profile, "--profile", "work")
     run_session(tmp_path, sees_nothing_else, SLM_PROFILE="home")
     run_session(tmp_path, remember_in_profile, after=["--profile", "work"])
+
+
+def test_update_and_recall_what_holds(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        old = data(
+            await client.call_tool(
+                "remember", {"content": "Priya works at Initech", "event_time": "2022-02-01"}
+            )
+        )
+        new = data(
+            await client.call_tool(
+                "update",
+                {"id": old["id"], "content": "Priya works at Globex", "event_time": "2024-05-01"},
+            )
+        )
+        assert new["created"] is True and new["valid_from"] == "2024-05-01T00:00:00Z"
+        replaced = data(await client.call_tool("get", {"id": old["id"]}))
+        assert replaced["superseded_by"] == new["id"]
+
+        now = data(await client.call_tool("recall", {"query": "Where does Priya work?"}))
+        assert [r["id"] for r in now["results"]] == [new["id"]]
+        both = data(
+            await client.call_tool(
+                "recall", {"query": "Where does Priya work?", "include_superseded": True}
+            )
+        )
+        assert {r["id"] for r in both["results"]} == {old["id"], new["id"]}
+        then = data(
+            await client.call_tool(
+                "recall", {"query": "Where does Priya work?", "as_of": "2023-01-01"}
+            )
+        )
+        assert [r["id"] for r in then["results"]] == [old["id"]]
+
+        third = data(
+            await client.call_tool(
+                "remember",
+                {"content": "Priya works at Hooli", "supersedes": [new["id"]]},
+            )
+        )
+        assert (
+            data(await client.call_tool("get", {"id": new["id"]}))["superseded_by"] == (third["id"])
+        )
+        unknown = await client.call_tool("update", {"id": "0123456789abcdef", "content": "x"})
+        assert "no memory with id" in error_text(unknown)
+        cycle = await client.call_tool("update", {"id": old["id"], "content": "again"})
+        assert "already superseded" in error_text(cycle)
+        assert data(await client.call_tool("health", {}))["memories"] == 3
+
+    run_session(tmp_path, scenario)

@@ -203,3 +203,28 @@ def test_cli_migrate_errors(
     result = CliRunner().invoke(cli, ["migrate", *args])
     assert result.exit_code == 1
     assert message in result.output
+
+
+def test_a_copy_keeps_validity_and_links(ends: tuple[str, str]) -> None:
+    source, target = ends
+    with open_memory(source) as memory:
+        old = memory.remember("I live in Berlin.", event_time="2022-01-01")
+        memory.update(old.id, "I moved to Lisbon.", event_time="2024-01-01")
+        memory.remember("Jordan works at Initech.", event_time="2022-01-01")
+        memory.remember("Jordan joined Globex.", event_time="2024-06-01")
+        memory.remember("Ferns like shade.", valid_from="2021-01-01", event_time="2023-01-01")
+        wanted = [r.to_dict() for r in memory.list()]
+        wanted_links = links(memory)
+    assert any(slot for _, _, slot in wanted_links)  # a probable update, not only the explicit
+    migrate(source, target, settings=FAKE)
+    with open_memory(target) as copy:
+        assert [r.to_dict() for r in copy.list()] == wanted
+        assert links(copy) == wanted_links
+        assert [r.memory.content for r in copy.recall("where do I live").results] == [
+            "I moved to Lisbon."
+        ]
+
+
+def links(memory: Memory) -> set[tuple[str, str, str]]:
+    keys = [r.key for r in memory.store.scan(memory.profile, 0, 10_000)]
+    return {(u.older_id, u.newer_id, u.slot) for u in memory.store.updates(memory.profile, keys)}

@@ -35,8 +35,8 @@ def test_weighted_rrf_by_hand() -> None:
     assert order(fused) == [2, 1, 3]
 
 
-def test_order_breaks_ties_by_key() -> None:
-    assert order({5: 1.0, 3: 1.0, 9: 2.0}) == [9, 3, 5]
+def test_order_breaks_ties_toward_the_later_memory() -> None:
+    assert order({5: 1.0, 3: 1.0, 9: 2.0}) == [9, 5, 3]
 
 
 def test_semantic_strength_and_relevance_by_hand() -> None:

@@ -6,154 +6,33 @@ output (and only that) on stdout.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
 
 import click
 
 from slm import validate
-from slm.cli_output import emit, progress, show_details, show_memory, show_response, show_trace
+from slm.cli_base import (
+    Context,
+    SlmGroup,
+    json_option,
+    quiet_option,
+    readable,
+)
+from slm.cli_output import (
+    emit,
+    progress,
+    remembered,
+    show_details,
+    show_memory,
+    show_response,
+    show_trace,
+)
 from slm.contract import RecallResponse
-from slm.engine import Memory
-from slm.errors import DISTRIBUTION, InvalidInput, NotFound, SlmError, outcome
-from slm.settings import Settings, default_db_path
-from slm.store import Location
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 70
-
-
-class Context:
-    """Where the command's store is: set by the global options, before or after the command."""
-
-    def __init__(self, db: str | None, profile: str | None, dsn: str | None = None) -> None:
-        self.db = db
-        self.dsn = dsn
-        #: whether --profile was given (SLM_PROFILE alone does not count)
-        self.profile_flag = profile is not None
-        self.profile = profile or os.environ.get("SLM_PROFILE") or "default"
-
-    @contextmanager
-    def memory(self, *, create: bool = True, **overrides: Any) -> Iterator[Memory]:
-        """The store, opened for the command. A command that only reads (``create=False``)
-        refuses a SQLite file that does not exist instead of creating an empty one; one that
-        writes creates it, but not a directory named with ``--db`` that does not exist."""
-        settings = Settings.from_env(**overrides)
-        location = self.location()
-        if not location.exists():
-            path = location.path
-            assert path is not None
-            if not create:
-                raise NotFound(
-                    f"no store at {path}: commands that only read never create one "
-                    "(store something first with 'slm remember', or check --db / SLM_DB)"
-                )
-            if self.db and not path.parent.is_dir():
-                raise InvalidInput(
-                    f"the directory {path.parent} does not exist (--db names a file in an "
-                    "existing directory)",
-                    field="db",
-                )
-        with Memory(location, profile=self.profile, settings=settings) as memory:
-            yield memory
-
-    def location(self) -> Location:
-        """The store the options name: ``--dsn``, else ``--db``, else the default file."""
-        if self.dsn:
-            return Location(dsn=self.dsn)
-        return Location(path=Path(self.db).expanduser() if self.db else default_db_path())
-
-
-class SlmGroup(click.Group):
-    """Turns every failure into one line on stderr, ``error: ...``: exit status 2 for a usage
-    error (an unknown option, a value of the wrong type), 1 for anything else; no traceback
-    and no usage block reach the user."""
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        run = super().main
-        if not standalone_mode:
-            return run(args, prog_name, complete_var, standalone_mode=False, **extra)
-        try:
-            code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.UsageError as exc:
-            command = exc.ctx.command_path if exc.ctx is not None else "slm"
-            click.echo(f"error: {exc.format_message()} (see '{command} --help')", err=True)
-            sys.exit(EXIT_USAGE)
-        except click.ClickException as exc:
-            click.echo(f"error: {exc.format_message()}", err=True)
-            sys.exit(EXIT_ERROR)
-        except click.Abort:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-        sys.exit(code if isinstance(code, int) else 0)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except SlmError as exc:
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(outcome(exc).exit_code)
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-        except BrokenPipeError:
-            # The reader went away (`slm list | head`): stop quietly, and keep Python from
-            # complaining about the unflushed output at exit.
-            with contextlib.suppress(OSError, ValueError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(EXIT_ERROR)
-        except Exception as exc:
-            if os.environ.get("SLM_DEBUG"):
-                raise
-            click.echo(
-                f"internal error: {type(exc).__name__}: {exc} (set SLM_DEBUG=1 for details)",
-                err=True,
-            )
-            sys.exit(EXIT_INTERNAL)
-
-
-def quiet_option(func: F) -> F:
-    return click.option("--quiet", is_flag=True, help="No progress on stderr.")(func)
-
-
-@contextmanager
-def _readable(file: Path) -> Iterator[Path]:
-    """``file``, or for ``-`` a temporary copy of standard input (read twice: checked, then
-    stored)."""
-    if str(file) != "-":
-        yield file
-        return
-    with tempfile.TemporaryDirectory(prefix="slm-stdin-") as folder:
-        copy = Path(folder) / "stdin.jsonl"
-        with open(copy, "w", encoding="utf-8") as handle:
-            shutil.copyfileobj(sys.stdin, handle)
-        yield copy
-
-
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")(
-        func
-    )
+from slm.engine import Memory, Remembered
+from slm.errors import DISTRIBUTION, NotFound
 
 
 @click.group(cls=SlmGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -181,6 +60,10 @@ def cli(ctx: click.Context, db: str | None, dsn: str | None, profile: str | None
 @click.option("--confidence", type=float, default=1.0, show_default=True, help="0..1.")
 @click.option("--meta", help="Metadata as a JSON object.")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+@click.option(
+    "--supersedes", multiple=True, metavar="ID", help="A memory this one replaces (repeatable)."
+)
+@click.option("--valid-from", help="When it starts to hold, ISO 8601 (default: event time).")
 @json_option
 @click.pass_obj
 def remember(
@@ -191,6 +74,8 @@ def remember(
     confidence: float,
     meta: str | None,
     tags: tuple[str, ...],
+    supersedes: tuple[str, ...],
+    valid_from: str | None,
     as_json: bool,
 ) -> None:
     """Store TEXT as a memory ('-' reads it from standard input); identical text is stored
@@ -204,15 +89,60 @@ def remember(
         "confidence": confidence,
         "metadata": meta,
         "tags": tags,
+        "supersedes": supersedes,
+        "valid_from": valid_from,
     }
     with obj.memory() as memory:
         (done,) = memory.store_many([item])
+    _report(done, as_json)
+
+
+def _report(done: Remembered, as_json: bool) -> None:
     if as_json:
-        emit(done.memory.to_dict())
-    elif done.created:
-        click.echo(f"remembered {done.memory.id}")
+        emit(done.to_dict())
     else:
-        click.echo(f"already stored as {done.memory.id} (identical content)")
+        click.echo(remembered(done))
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.argument("text")
+@click.option("--event-time", help="When the change happened, ISO 8601 (default: now).")
+@click.option("--source", help="Who or what said it (default: the old memory's).")
+@click.option("--confidence", type=float, help="0..1 (default: the old memory's).")
+@click.option("--meta", help="Metadata as a JSON object (default: the old memory's).")
+@click.option("--tag", "tags", multiple=True, help="A tag, repeatable (default: the old ones).")
+@click.option("--valid-from", help="When it starts to hold, ISO 8601 (default: event time).")
+@json_option
+@click.pass_obj
+def update(
+    obj: Context,
+    memory_id: str,
+    text: str,
+    event_time: str | None,
+    source: str | None,
+    confidence: float | None,
+    meta: str | None,
+    tags: tuple[str, ...],
+    valid_from: str | None,
+    as_json: bool,
+) -> None:
+    """Replace memory MEMORY_ID with TEXT ('-' reads standard input): TEXT is stored as a new
+    memory that supersedes the old one, which stays readable but leaves recall."""
+    if text == "-":
+        text = sys.stdin.read()
+    with obj.memory(create=False) as memory:
+        done = memory.update(
+            memory_id,
+            text,
+            event_time=event_time,
+            source=source,
+            confidence=confidence,
+            metadata=meta,
+            tags=tags or None,
+            valid_from=valid_from,
+        )
+    _report(done, as_json)
 
 
 @cli.command()
@@ -225,6 +155,8 @@ def remember(
 @click.option("--after", help="Only memories with event time at or after this ISO 8601 time.")
 @click.option("--before", help="Only memories with event time before this ISO 8601 time.")
 @click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
+@click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
+@click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
 @json_option
 @click.pass_obj
 def recall(
@@ -238,9 +170,12 @@ def recall(
     after: str | None,
     before: str | None,
     now: str | None,
+    include_superseded: bool,
+    as_of: str | None,
     as_json: bool,
 ) -> None:
-    """Recall the memories most relevant to QUERY."""
+    """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
+    --include-superseded)."""
     with obj.memory(create=False) as memory:
         response = memory.recall(
             query,
@@ -251,6 +186,8 @@ def recall(
             after=after,
             before=before,
             now=now,
+            include_superseded=include_superseded,
+            as_of=as_of,
             channels=channels.split(",") if channels is not None else None,
         )
         contents = _trace_contents(memory, response) if trace and not as_json else {}
@@ -328,7 +265,7 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
     validated first, and a re-run stores nothing twice."""
     from slm.transfer import check_jsonl, import_jsonl
 
-    with obj.memory() as memory, _readable(file) as path:
+    with obj.memory() as memory, readable(file) as path:
         total = check_jsonl(memory, path)
         with progress(total, "imported", quiet) as update:
             report = import_jsonl(memory, path, progress=update)

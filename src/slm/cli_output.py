@@ -61,10 +61,30 @@ def show_details(record: MemoryRecord, trust: float) -> None:
         ("confidence", f"{record.confidence:g} (memory_confidence)"),
         ("trust", f"{trust:.3f} (trust_score of its source)"),
         ("tags", ", ".join(record.tags) or "-"),
+        ("valid", _validity(record)),
         ("metadata", json.dumps(dict(record.metadata), ensure_ascii=False) or "-"),
     ]
     for name, value in rows:
         click.echo(f"{name:<11} {value}")
+
+
+def _validity(record: MemoryRecord) -> str:
+    start = f"from {(record.valid_from or record.event_time):%Y-%m-%d %H:%M:%S} UTC"
+    if record.valid_to is None:
+        return f"{start} (current)"
+    until = f"{record.valid_to:%Y-%m-%d %H:%M:%S} UTC"
+    return f"{start} until {until} (superseded by {record.superseded_by})"
+
+
+def remembered(done: Any) -> str:
+    """What ``slm remember`` and ``slm update`` say about one stored item (a
+    :class:`slm.engine.Remembered`)."""
+    if not done.created:
+        return f"already stored as {done.memory.id} (identical content)"
+    line = f"remembered {done.memory.id}"
+    if done.updates:
+        line += f"; it probably updates {', '.join(done.updates)} (same fact, another value)"
+    return line
 
 
 def show_response(response: RecallResponse) -> None:
@@ -86,6 +106,10 @@ def show_response(response: RecallResponse) -> None:
             details.append(f"source {memory.source}")
         details.append(f"id {memory.id}")
         click.echo("    " + " · ".join(details))
+        if memory.superseded_by is not None and memory.valid_to is not None:
+            click.echo(f"    superseded by {memory.superseded_by} on {memory.valid_to:%Y-%m-%d}")
+        if result.possibly_superseded_by:
+            click.echo(f"    possibly superseded by {', '.join(result.possibly_superseded_by)}")
         reordered = reordered or (previous is not None and result.relevance_score > previous)
         previous = result.relevance_score
     if reordered:
@@ -129,7 +153,8 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
         click.echo(
             f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
             f"lexical {detail['lexical_coverage']:.2f}, window {detail['time_window_match']}; "
-            f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}; {ranks}"
+            f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}, "
+            f"fact {detail['fact_boost']:.4f}; {ranks}"
         )
     click.echo(f"\n{trace['total_ms']:.1f} ms")
 

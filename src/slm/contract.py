@@ -3,7 +3,9 @@
 Per result: ``relevance_score`` (0..1, query-relative evidence; comparable only within one
 slm release and configuration), ``ranking_score`` (the ordering key: fused rank score plus
 any adjustment; unbounded, diagnostic), ``memory_confidence`` (stored with the memory),
-``trust_score`` (Beta posterior on the memory's source), ``rank_position`` (1-based). The
+``trust_score`` (Beta posterior on the memory's source), ``rank_position`` (1-based).
+Additive fields beside them: the memory's validity (``valid_from``, ``valid_to``,
+``superseded_by``) and ``possibly_superseded_by`` (docs/lifecycle.md). The
 legacy aliases ``score`` and ``confidence`` are emitted unless ``legacy_aliases`` is off.
 Per response: version, calibration fields (always uncalibrated: slm publishes no answer
 probability), abstention, results and, on request, the trace.
@@ -38,6 +40,9 @@ class RecallResult:
     trust_score: float
     rank_position: int
     channels: Mapping[str, ChannelRank] = field(default_factory=dict)
+    #: ids of memories found to give a newer value for a fact this one states (probable
+    #: updates, ``slm.ingest.facts``), for the caller to judge
+    possibly_superseded_by: tuple[str, ...] = ()
 
     @property
     def id(self) -> str:
@@ -56,6 +61,7 @@ class RecallResult:
             memory_confidence=self.memory.confidence,
             trust_score=round(self.trust_score, 6),
             rank_position=self.rank_position,
+            possibly_superseded_by=list(self.possibly_superseded_by),
         )
         if legacy_aliases:
             out["score"] = out["relevance_score"]

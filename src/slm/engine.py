@@ -10,7 +10,7 @@ import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from slm import validate
+from slm import supersede, validate
 from slm.channels import Channel, build_channels, enabled, registered
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
+from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import recall as read
@@ -49,6 +50,13 @@ class Remembered:
 
     memory: MemoryRecord
     created: bool
+    #: ids of stored memories this one probably updates (``slm.ingest.facts``; with the
+    #: ``auto`` update policy they are superseded)
+    updates: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The memory's fields, with ``created`` and ``updates``."""
+        return {**self.memory.to_dict(), "created": self.created, "updates": list(self.updates)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,13 @@ class MemoryInput:
     tags: Sequence[str] = field(default_factory=tuple)
     id: str | None = None
     recorded_at: datetime | str | None = None
+    #: ids of stored memories this one replaces (docs/lifecycle.md)
+    supersedes: Sequence[str] = field(default_factory=tuple)
+    #: from when it holds (default: ``event_time``)
+    valid_from: datetime | str | None = None
+    #: until when it held, and what replaced it (an export's validity, carried by import)
+    valid_to: datetime | str | None = None
+    superseded_by: str | None = None
 
 
 def content_hash(text: str) -> str:
@@ -178,10 +193,48 @@ class Memory:
         confidence: float = 1.0,
         metadata: Mapping[str, Any] | str | None = None,
         tags: Sequence[str] = (),
+        supersedes: Sequence[str] = (),
+        valid_from: datetime | str | None = None,
     ) -> MemoryRecord:
-        """Store one memory and return it; identical content returns the stored one."""
-        item = MemoryInput(content, event_time, source, confidence, metadata, tags)
+        """Store one memory and return it; identical content returns the stored one.
+
+        ``supersedes`` names stored memories this one replaces: they stop holding when it
+        starts (``valid_from``, default its event time) and recall leaves them out.
+        """
+        item = MemoryInput(
+            content, event_time, source, confidence, metadata, tags, supersedes=supersedes
+        )
+        if valid_from is not None:
+            item = replace(item, valid_from=valid_from)
         return self.remember_many([item])[0]
+
+    def update(
+        self,
+        memory_id: str,
+        content: str,
+        *,
+        event_time: datetime | str | None = None,
+        source: str | None = None,
+        confidence: float | None = None,
+        metadata: Mapping[str, Any] | str | None = None,
+        tags: Sequence[str] | None = None,
+        valid_from: datetime | str | None = None,
+    ) -> Remembered:
+        """Store ``content`` as a new memory that supersedes memory ``memory_id`` (which stays
+        readable, with ``valid_to`` and ``superseded_by`` set). Fields not given are the old
+        memory's, except the event time (default: now)."""
+        old = self.get(memory_id)
+        item = MemoryInput(
+            content,
+            event_time,
+            old.source if source is None else source,
+            old.confidence if confidence is None else confidence,
+            old.metadata if metadata is None else metadata,
+            old.tags if tags is None else tags,
+            supersedes=(old.id,),
+            valid_from=valid_from,
+        )
+        return self.store_many([item])[0]
 
     def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[MemoryRecord]:
         """Store a batch in one transaction with batched embedding; one record per item.
@@ -207,6 +260,7 @@ class Memory:
         numbered = len(batch) > 1
         checked = [self._check_item(i, item, now, numbered) for i, item in enumerate(batch)]
         known = self.store.existing(self.profile, [c.content_hash for c in checked])
+        self._check_supersedes(checked, known)
         pending: dict[str, NewMemory] = {}
         for c in checked:
             if c.content_hash not in known:
@@ -223,16 +277,43 @@ class Memory:
             )
         ]
         ids = dict(known)
+        updates: dict[str, tuple[str, ...]] = {}
         if new_items:
-            stored = self.store.insert(self.profile, new_items)
+            auto = self.settings.update_policy == "auto"
+            stored = self.store.insert(self.profile, new_items, supersede_updates=auto)
             ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
+            updates = self._updates_of([s.key for s in stored if s.created])
+        for c in checked:
+            if c.supersedes and c.content_hash in known:
+                start = self.get(known[c.content_hash])
+                moment = start.valid_from or start.event_time
+                self.store.supersede(self.profile, known[c.content_hash], c.supersedes, moment)
         records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
         out = []
         for c in checked:
             created = c.content_hash not in known
             known.setdefault(c.content_hash, ids[c.content_hash])
-            out.append(Remembered(records[ids[c.content_hash]], created))
+            id_ = ids[c.content_hash]
+            out.append(Remembered(records[id_], created, updates.get(id_, ()) if created else ()))
         return out
+
+    def _check_supersedes(self, checked: Sequence[NewMemory], known: Mapping[str, str]) -> None:
+        named = list(dict.fromkeys(id_ for c in checked for id_ in c.supersedes))
+        if not named:
+            return
+        targets = {r.id: r for r in self.store.get(self.profile, named)}
+        hashes = {known[c.content_hash]: c.content_hash for c in checked if c.content_hash in known}
+        existing = {hashes[r.id]: r for r in self.store.get(self.profile, list(hashes))}
+        supersede.check(self.profile, checked, targets, existing)
+
+    def _updates_of(self, keys: Sequence[int]) -> dict[str, tuple[str, ...]]:
+        """For new memories (by key): the ids of the memories each probably updates, by id."""
+        found: dict[str, list[str]] = {}
+        wanted = set(keys)
+        for update in self.store.updates(self.profile, keys):
+            if update.newer in wanted and not update.explicit:
+                found.setdefault(update.newer_id, []).append(update.older_id)
+        return {id_: tuple(dict.fromkeys(olders)) for id_, olders in found.items()}
 
     def _standing(
         self, contents: Sequence[str], sources: Sequence[str | None]
@@ -264,10 +345,20 @@ class Memory:
                 )
             text = validate.content(item.content)
             recorded = validate.timestamp(item.recorded_at, "recorded_at") or now
+            event_time = validate.timestamp(item.event_time) or recorded
+            valid_from = validate.timestamp(item.valid_from, "valid_from")
+            valid_to = validate.timestamp(item.valid_to, "valid_to")
+            superseded_by = item.superseded_by
+            if superseded_by is not None:
+                superseded_by = validate.memory_id(superseded_by, "superseded_by")
+            if valid_to is not None and valid_to < (valid_from or event_time):
+                raise InvalidInput("valid_to must not be before valid_from", field="valid_to")
+            if superseded_by is not None and valid_to is None:
+                raise InvalidInput("superseded_by needs valid_to", field="superseded_by")
             return NewMemory(
                 content=text,
                 content_hash=content_hash(text),
-                event_time=validate.timestamp(item.event_time) or recorded,
+                event_time=event_time,
                 recorded_at=recorded,
                 source=validate.source(item.source),
                 confidence=validate.confidence(item.confidence),
@@ -276,6 +367,10 @@ class Memory:
                 terms=(),
                 vector=b"",
                 id=validate.memory_id(item.id) if item.id is not None else None,
+                valid_from=valid_from,
+                valid_to=valid_to,
+                superseded_by=superseded_by,
+                supersedes=validate.supersedes(item.supersedes),
             )
         except InvalidInput as exc:
             if numbered:
@@ -385,23 +480,38 @@ class Memory:
         before: datetime | str | None = None,
         channels: Sequence[str] | None = None,
         now: datetime | str | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | str | None = None,
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
         Filters (``source``, ``tags`` all present, event time in ``[after, before)``) restrict
         the candidates; ``channels`` restricts which channels run for this call; ``now``
-        anchors relative time expressions in the query (default: the current time).
+        anchors relative time expressions in the query (default: ``as_of``, else the
+        current time). Memories superseded by then are left out unless
+        ``include_superseded``; ``as_of`` answers with the memories that held at that
+        moment (docs/lifecycle.md).
         """
         text = validate.query(query)
         k = validate.k(k)
-        filters = _filters(source, tags, after, before)
+        if not isinstance(include_superseded, bool):
+            raise InvalidInput(
+                "include_superseded must be true or false", field="include_superseded"
+            )
+        valid_at = validate.timestamp(as_of, "as_of")
+        if valid_at is not None and include_superseded:
+            raise InvalidInput(
+                "as_of answers with what held then; it cannot include superseded memories",
+                field="as_of",
+            )
+        filters = replace(_filters(source, tags, after, before), valid_at=valid_at)
         settings = self.settings
         if channels is not None:
             settings = settings.with_channels(_channel_names(channels))
         allowed = None
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
-        moment = validate.timestamp(now, "now") or datetime.now(UTC)
+        moment = validate.timestamp(now, "now") or valid_at or datetime.now(UTC)
         response, runs = read(
             self.store,
             self.channels,
@@ -413,6 +523,7 @@ class Memory:
             now=moment,
             filters=filters,
             allowed=allowed,
+            hide_superseded=not include_superseded and valid_at is None,
             want_trace=trace,
         )
         for run in runs:
@@ -477,12 +588,11 @@ def _with_derived(
         spans=derived.spans,
         links=links,
         batch_links=batch_links,
+        facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
     )
 
 
-_ITEM_FIELDS = frozenset(
-    ["content", "event_time", "source", "confidence", "metadata", "tags", "id", "recorded_at"]
-)
+_ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))
 
 
 def _filters(

@@ -73,6 +73,28 @@ class MemoryIn(_Body):
     confidence: float = Field(1.0, ge=0, le=1, description="Stored confidence, 0..1.")
     metadata: dict[str, Any] | None = Field(None, description="A JSON object kept as is.")
     tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
+    supersedes: list[str] = Field(
+        default_factory=list,
+        max_length=validate.MAX_SUPERSEDES,
+        description="Ids of stored memories this one replaces.",
+    )
+    valid_from: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
+    )
+
+
+class UpdateIn(_Body):
+    content: str = Field(min_length=1, description="What is true now (at most 512 KiB).")
+    event_time: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it changed, ISO 8601; default now."
+    )
+    source: str | None = Field(None, description="Default: the old memory's.")
+    confidence: float | None = Field(None, ge=0, le=1, description="Default: the old memory's.")
+    metadata: dict[str, Any] | None = Field(None, description="Default: the old memory's.")
+    tags: list[str] | None = Field(None, max_length=validate.MAX_TAGS)
+    valid_from: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
+    )
 
 
 class MemoryBatch(_Body):
@@ -99,6 +121,10 @@ class RecallIn(_Body):
     before: str | None = Field(None, json_schema_extra=_TIME, description="Event time < this.")
     channels: list[str] | None = Field(None, description="Run only these channels.")
     now: str | None = Field(None, description="Anchor for relative dates in the query.")
+    include_superseded: bool = Field(False, description="Also return superseded memories.")
+    as_of: str | None = Field(
+        None, json_schema_extra=_TIME, description="Answer with what held at this time."
+    )
 
 
 class MemoryOut(BaseModel):
@@ -306,7 +332,7 @@ def _add_routes(app: FastAPI) -> None:
         """
         items = body.memories if isinstance(body, MemoryBatch) else [body]
         done = memory.store_many([i.model_dump(exclude_unset=True) for i in items])
-        out = [{**d.memory.to_dict(), "created": d.created} for d in done]
+        out = [d.to_dict() for d in done]
         data = {"memories": out} if isinstance(body, MemoryBatch) else out[0]
         return JSONResponse(data, status_code=201 if any(d.created for d in done) else 200)
 
@@ -341,6 +367,16 @@ def _add_routes(app: FastAPI) -> None:
         if not memory.forget([memory_id]):
             raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
         return JSONResponse({"forgotten": [memory_id]})
+
+    @app.patch("/v1/memories/{memory_id}", status_code=201, responses={**_ok(None, 201), 200: {}})
+    def update(
+        memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], body: UpdateIn, memory: Mem
+    ) -> JSONResponse:
+        """Replace a memory that is no longer true: the body is stored as a new memory that
+        supersedes it (the old one stays readable, with ``valid_to`` and ``superseded_by``).
+        201 with the new memory; 200 when identical content was already stored."""
+        done = memory.update(memory_id, **body.model_dump(exclude_unset=True))
+        return JSONResponse(done.to_dict(), status_code=201 if done.created else 200)
 
     @app.get("/v1/health", responses=_ok(None))
     def health(memory: Mem) -> JSONResponse:

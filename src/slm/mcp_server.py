@@ -34,17 +34,24 @@ time. `relevance_score` says how strongly a memory answers the query (0..1, not 
 probability); when `abstained` is true nothing stored is relevant: say you do not know."""
 
 REMEMBER = """\
-Store one durable fact, preference or standing instruction for later sessions.
+Store one durable fact, preference or standing instruction.
 Worth remembering: facts about the user, people and projects, preferences, rules the user
 sets ("always ..."), decisions, deadlines. Never secrets. Write one self-contained statement
 with names and dates ("Priya is allergic to cats"). Identical text is stored once (`created`
-says whether this call stored it)."""
+says whether this call stored it). A fact that changed: use `update`, or name the old
+memory in `supersedes`; `updates` lists memories this one probably replaces."""
+
+UPDATE = """Replace a stored memory that is no longer true ("Priya moved to Porto" replacing "Priya
+lives in Lisbon"): the new text is stored as a new memory, the old one stays readable but
+recall stops returning it. Pass the id of the old memory (from recall, get or list_recent)."""
 
 RECALL = """\
 Find the stored memories most relevant to a question, ranked. Call it before answering
 anything that may depend on earlier sessions; phrase the query as the question you need
-answered, one topic per call. Filters narrow it to a source, tags or a time range. If
-`abstained` is true, nothing stored is relevant: do not guess from the results."""
+answered, one topic per call. Filters narrow it to a source, tags or a time range. It
+answers with what is true now (`as_of` for another moment); `possibly_superseded_by` on a
+result names newer memories that may replace it. If `abstained` is true, nothing stored is
+relevant: do not guess from the results."""
 
 FORGET = """\
 Delete memories by id (from recall, get or list_recent) when the user asks you to forget
@@ -112,6 +119,13 @@ def build_server(memory: Memory) -> MCPServer:
             list[str] | None,
             Field(description="Short labels, e.g. ['health'].", max_length=validate.MAX_TAGS),
         ] = None,
+        supersedes: Annotated[
+            list[str] | None,
+            Field(
+                description="Ids of stored memories this one replaces (no longer true).",
+                max_length=validate.MAX_SUPERSEDES,
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             (done,) = memory.store_many(
@@ -123,12 +137,22 @@ def build_server(memory: Memory) -> MCPServer:
                         "confidence": confidence,
                         "metadata": metadata,
                         "tags": tags or (),
+                        "supersedes": supersedes or (),
                     }
                 ]
             )
-            return {**done.memory.to_dict(), "created": done.created}
+            return done.to_dict()
 
         return _call(run)
+
+    def update(
+        id: Annotated[str, Field(description="The id of the memory that is no longer true.")],
+        content: Annotated[str, Field(description="What is true now, one statement.")],
+        event_time: Annotated[
+            str | None, Field(description="When it changed, ISO 8601 (default: now).")
+        ] = None,
+    ) -> dict[str, Any]:
+        return _call(lambda: memory.update(id, content, event_time=event_time).to_dict())
 
     def recall(
         query: Query,
@@ -138,10 +162,25 @@ def build_server(memory: Memory) -> MCPServer:
         after: After = None,
         before: Before = None,
         trace: Annotated[bool, Field(description="Also return the diagnostic trace.")] = False,
+        include_superseded: Annotated[
+            bool, Field(description="Also return memories that were replaced (flagged).")
+        ] = False,
+        as_of: Annotated[
+            str | None,
+            Field(description="Answer with what held at this ISO 8601 time (default: now)."),
+        ] = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: memory.recall(
-                query, k=k, trace=trace, source=source, tags=tags or (), after=after, before=before
+                query,
+                k=k,
+                trace=trace,
+                source=source,
+                tags=tags or (),
+                after=after,
+                before=before,
+                include_superseded=include_superseded,
+                as_of=as_of,
             ).to_dict()
         )
 
@@ -185,6 +224,7 @@ def build_server(memory: Memory) -> MCPServer:
 
     tools: list[tuple[Callable[..., dict[str, Any]], str]] = [
         (remember, REMEMBER),
+        (update, UPDATE),
         (recall, RECALL),
         (forget, FORGET),
         (get, GET),

@@ -1,7 +1,9 @@
 """Copy a whole store into another, either way between SQLite and PostgreSQL (``slm migrate``).
 
 Every memory of every profile keeps its id, content, event and recorded times, source,
-confidence, metadata and tags, and its stored vector: nothing is embedded again. Derived
+confidence, metadata, tags and validity (``valid_from``, ``valid_to``, ``superseded_by``),
+and its stored vector: nothing is embedded again. Nothing is superseded on the way (the
+target's ``update_policy`` does not apply to a copy). Derived
 data (lexical index, entities, referenced dates, graph) is rebuilt on the way in by the
 engine's own insert path, :meth:`Memory.remember_many`, in the source's key order, which
 gives the graph ``slm reindex`` would. Feedback counts (a source's trust) are raised to the
@@ -11,13 +13,13 @@ not copied.
 Resumable: memories are copied in batches, one transaction each, and a memory whose
 content the target profile already holds is skipped, so re-running an interrupted copy
 copies exactly what is missing. An id already taken in the target by other content is
-replaced by a fresh one (counted as ``renamed``).
+replaced by a fresh one (counted as ``renamed``; a ``superseded_by`` naming it follows).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +127,8 @@ def migrate(
         raise InvalidInput("--from and --to name the same store")
     if origin.path is not None and not origin.path.is_file():
         raise InvalidInput(f"no store at {origin.path}")
+    # A copy keeps the source's validity as it is: nothing is superseded on the way.
+    faithful = replace(settings, update_policy="suggest")
     with Memory(origin, settings=settings, embedder=embedder) as first:
         names = list(profiles) if profiles is not None else first.store.profiles()
         model = first.embedder
@@ -133,7 +137,7 @@ def migrate(
             copier = StoredVectors(model)
             with (
                 Memory(origin, profile=profile, settings=settings, embedder=model) as src,
-                Memory(destination, profile=profile, settings=settings, embedder=copier) as dst,
+                Memory(destination, profile=profile, settings=faithful, embedder=copier) as dst,
             ):
                 reports.append(copy_profile(src, dst, copier, batch=batch, progress=progress))
     return reports
@@ -148,7 +152,8 @@ def copy_profile(
     progress: Callable[[int], None] | None = None,
 ) -> CopyReport:
     """Copy one profile; ``target`` must have been opened with ``vectors`` as its embedder."""
-    read = copied = renamed = 0
+    read = copied = 0
+    renames: dict[str, str] = {}
     sources: set[str] = set()
     after = 0
     while records := source.store.scan(source.profile, after, batch):
@@ -162,9 +167,13 @@ def copy_profile(
             vectors.load(missing, stored, source)
             added = target.remember_many([_as_input(r) for r in missing])
             copied += len(missing)
-            renamed += sum(new.id != old.id for new, old in zip(added, missing, strict=True))
+            renames.update((old.id, new.id) for new, old in zip(added, missing, strict=True))
         if progress is not None:
             progress(len(records))
+    renames = {old: new for old, new in renames.items() if old != new}
+    renamed = len(renames)
+    if renames:
+        _follow_renames(target, renames)
     _copy_feedback(source, target, sources)
     return CopyReport(source.profile, read, copied, read - copied, renamed)
 
@@ -179,7 +188,21 @@ def _as_input(record: MemoryRecord) -> MemoryInput:
         tags=record.tags,
         id=record.id,
         recorded_at=record.recorded_at,
+        valid_from=record.valid_from,
+        valid_to=record.valid_to,
+        superseded_by=record.superseded_by,
     )
+
+
+def _follow_renames(target: Memory, renames: dict[str, str]) -> None:
+    """Point ``superseded_by`` at the new id of a memory that was copied under another id."""
+    after = 0
+    while records := target.store.scan(target.profile, after, BATCH):
+        after = records[-1].key
+        for record in records:
+            new = renames.get(record.superseded_by or "")
+            if new is not None and record.valid_to is not None:
+                target.store.supersede(target.profile, new, [record.id], record.valid_to)
 
 
 def _copy_feedback(source: Memory, target: Memory, sources: set[str]) -> None:

@@ -38,6 +38,12 @@ class MemoryRecord:
     metadata: Mapping[str, Any]
     tags: tuple[str, ...]
     key: int = field(default=0, repr=False, compare=False)
+    #: from when the memory holds (default: its event time)
+    valid_from: datetime | None = None
+    #: until when it held: set when a newer memory supersedes it; None while it is current
+    valid_to: datetime | None = None
+    #: the id of the memory that superseded it
+    superseded_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,7 +55,15 @@ class MemoryRecord:
             "confidence": self.confidence,
             "metadata": dict(self.metadata),
             "tags": list(self.tags),
+            "valid_from": iso(self.valid_from or self.event_time),
+            "valid_to": iso(self.valid_to) if self.valid_to is not None else None,
+            "superseded_by": self.superseded_by,
         }
+
+    def current_at(self, moment: datetime) -> bool:
+        """Whether the memory holds at ``moment``."""
+        start = self.valid_from or self.event_time
+        return start <= moment and (self.valid_to is None or moment < self.valid_to)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,3 +94,11 @@ class NewMemory:
     passages: tuple[bytes, ...] = ()
     #: (kind, statement, vector) of each standing instruction or preference the text states.
     standing: tuple[tuple[str, str, bytes], ...] = ()
+    #: from when it holds (None: its event time) and until when (None: current)
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    superseded_by: str | None = None
+    #: ids of memories of the profile this one replaces, in the same transaction
+    supersedes: tuple[str, ...] = ()
+    #: (slot, value) of each single-valued fact the text states (``slm.ingest.facts``)
+    facts: tuple[tuple[str, str], ...] = ()

@@ -16,6 +16,9 @@ from typing import Any
 from slm.embed import EMBEDDERS
 from slm.errors import ConfigError
 
+#: What a probable update found at write time does (``Settings.update_policy``).
+UPDATE_POLICIES = ("suggest", "auto")
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -49,7 +52,14 @@ class Settings:
         role_boost: post-fusion boost, times the memory's ``relevance_score``, for being
             in the role a question asks about, in a conversation between a user and an
             assistant (see ``slm.ingest.roles``).
+        fact_boost: post-fusion boost for stating a value of the fact a question asks
+            about ("Where does Ana live?": a memory that says where Ana lives; see
+            ``slm.ingest.asked``).
         evidence_weight: weight of ``relevance_score`` added to the fused score when ranking.
+        update_policy: what a probable update found at write time does (docs/lifecycle.md):
+            ``"suggest"`` (the default) links it to the memory it updates, reported in the
+            ``remember`` result and as ``possibly_superseded_by`` in recall; ``"auto"``
+            also supersedes the older memory.
     """
 
     channels: tuple[str, ...] | None = None
@@ -71,6 +81,8 @@ class Settings:
     graph_boost: float = 0.01
     speaker_boost: float = 0.05
     role_boost: float = 0.03
+    fact_boost: float = 0.03
+    update_policy: str = "suggest"
 
     def __post_init__(self) -> None:
         if self.embedder not in EMBEDDERS:
@@ -83,6 +95,10 @@ class Settings:
             raise ConfigError("relevance_cos_low must be below relevance_cos_high")
         if min(self.trust_prior) <= 0:
             raise ConfigError("trust_prior parameters must be positive")
+        if self.update_policy not in UPDATE_POLICIES:
+            raise ConfigError(
+                f"unknown update policy {self.update_policy!r}; known: {', '.join(UPDATE_POLICIES)}"
+            )
 
     def with_channels(self, channels: tuple[str, ...]) -> Settings:
         return replace(self, channels=channels)
@@ -92,8 +108,9 @@ class Settings:
         """Settings from ``SLM_*`` environment variables, then explicit overrides.
 
         ``SLM_CHANNELS`` and ``SLM_REQUIRED_CHANNELS`` are comma-separated channel names,
-        ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number and
-        ``SLM_LEGACY_ALIASES`` is a boolean (1/0, true/false, yes/no, on/off).
+        ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number,
+        ``SLM_LEGACY_ALIASES`` is a boolean (1/0, true/false, yes/no, on/off) and
+        ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``.
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -112,6 +129,8 @@ class Settings:
                 raise ConfigError(f"SLM_RRF_K is not a number: {env['SLM_RRF_K']!r}") from None
         if "SLM_LEGACY_ALIASES" in env:
             values["legacy_aliases"] = parse_bool(env["SLM_LEGACY_ALIASES"], "SLM_LEGACY_ALIASES")
+        if "SLM_UPDATE_POLICY" in env:
+            values["update_policy"] = env["SLM_UPDATE_POLICY"].strip().lower()
         values.update(overrides)
         return cls(**values)
 

@@ -2,8 +2,10 @@
 
 One JSON object per line with the fields of :class:`slm.MemoryInput` (``content``
 required; ``id``, ``event_time``, ``recorded_at``, ``source``, ``confidence``,
-``metadata``, ``tags`` optional). Export writes exactly these fields, so an exported file
-imports back with the same ids, times and metadata. Import validates the whole file
+``metadata``, ``tags``, the validity ``valid_from``, ``valid_to``, ``superseded_by`` and
+``supersedes`` optional). Export writes these fields but ``supersedes``, so an exported
+file imports back with the same ids, times, metadata and validity (the probable updates
+between memories are derived from their text again, the same way). Import validates the whole file
 before storing anything, then stores it in batches; identical content is never stored
 twice, so re-running an interrupted import completes it without duplicates.
 """
@@ -20,7 +22,19 @@ from slm.engine import Memory
 from slm.errors import InvalidInput
 
 IMPORT_BATCH = 256
-_FIELDS = ("id", "content", "event_time", "recorded_at", "source", "confidence", "metadata", "tags")
+_FIELDS = (
+    "id",
+    "content",
+    "event_time",
+    "recorded_at",
+    "source",
+    "confidence",
+    "metadata",
+    "tags",
+    "valid_from",
+    "valid_to",
+    "superseded_by",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -110,6 +110,29 @@ def memory_ids(values: object) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
+#: How many memories one new memory may supersede.
+MAX_SUPERSEDES = 100
+
+
+def supersedes(values: object) -> tuple[str, ...]:
+    """The ids a new memory supersedes: one id or a list, deduplicated in order."""
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    if not isinstance(values, Iterable) or isinstance(values, bytes | Mapping):
+        raise InvalidInput("supersedes must be a memory id or a list of them", field="supersedes")
+    try:
+        ids = [memory_id(v, "supersedes") for v in islice(values, MAX_SUPERSEDES + 1)]
+    except InvalidInput as exc:
+        raise InvalidInput(f"supersedes: {exc}", field="supersedes") from None
+    if len(ids) > MAX_SUPERSEDES:
+        raise InvalidInput(
+            f"a memory can supersede at most {MAX_SUPERSEDES} others", field="supersedes"
+        )
+    return tuple(dict.fromkeys(ids))
+
+
 def _integer(value: object, name: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInput(f"{name} must be an integer, not {type(value).__name__}", field=name)

@@ -242,6 +242,57 @@ def scale(
 
 
 @bench.command()
+@_OUT
+@_JSON
+@_QUIET
+@click.option("--seed", type=int, default=0, show_default=True, help="Generator seed.")
+@click.option(
+    "--histories", type=click.IntRange(1), default=30, show_default=True, help="Histories."
+)
+@click.option(
+    "--phrasings",
+    type=click.Choice(["dev", "heldout", "fresh"]),
+    default="dev",
+    show_default=True,
+    help="The generator's phrasing set: the one slm was developed on, the held-out one, "
+    "or the fresh, blind one.",
+)
+@click.option(
+    "--locomo",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Also count false links on this LoCoMo file and run its benchmark with the feature on.",
+)
+def lifecycle(
+    out: Path | None,
+    as_json: bool,
+    quiet: bool,
+    seed: int,
+    histories: int,
+    phrasings: str,
+    locomo: Path | None,
+) -> None:
+    """Facts that change: current value, stale-first, as-of and false links (docs/lifecycle.md)."""
+    from slm_bench import lifecycle as harness
+
+    def progress(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
+
+    report = harness.run(
+        seed=seed,
+        histories=histories,
+        phrasings=phrasings,
+        settings=Settings.from_env(),
+        locomo=locomo,
+        progress=progress,
+    )
+    flags = f" --seed {seed} --histories {histories} --phrasings {phrasings}"
+    flags += f" --locomo {locomo}" if locomo else ""
+    report["command"] = f"slm bench lifecycle{flags}"
+    _emit(report, out, as_json, harness.markdown)
+
+
+@bench.command()
 @click.argument(
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )

@@ -75,6 +75,16 @@ class Query:
     window: TimeSpan | None = None
     #: whether the question asks when something happened
     when: bool = False
+    #: the facts it asks the value of (``subject|attribute`` slots, ``slm.ingest.asked``)
+    asked: tuple[str, ...] = ()
+    #: whether it asks about an earlier state of things ("Where did I live before?")
+    past: bool = False
+    #: memories superseded by the moment the question asks about: left out of the answer
+    #: (``include_superseded`` keeps them)
+    hidden: frozenset[int] = frozenset()
+    #: whether the profile holds versions at all (probable updates, ended validity); a
+    #: recall of a profile without them skips the version steps
+    versioned: bool = True
 
     def admits(self, key: int) -> bool:
         return self.allowed is None or key in self.allowed

@@ -20,13 +20,14 @@ from concurrent.futures import Future
 from dataclasses import replace
 from datetime import datetime
 
-from slm.channels import Channel, Context, enabled
+from slm.channels import Channel, Context, Query, enabled
 from slm.contract import RecallResponse
 from slm.embed import Matrix
 from slm.native import single_threaded
 from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
 from slm.recall.run import ChannelRun, run_channels, run_standalone
+from slm.recall.versions import moment_asked
 from slm.settings import Settings
 from slm.store import Filters, Store
 
@@ -45,17 +46,21 @@ def recall(
     now: datetime,
     filters: Filters,
     allowed: frozenset[int] | None,
+    hide_superseded: bool,
     want_trace: bool,
 ) -> tuple[RecallResponse, list[ChannelRun]]:
     """One recall of validated arguments, and the run of each channel. ``embed`` starts
     embedding a text in another thread (onnxruntime releases the GIL), so that this one
-    reads the query's postings and runs the standalone channels meanwhile."""
+    reads the query's postings and runs the standalone channels meanwhile. With
+    ``hide_superseded``, memories superseded by the moment the question asks about are
+    left out (``slm.recall.versions``)."""
     started = time.perf_counter()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
     with single_threaded():  # see slm.native
         query, lexicon = interpret(store, profile, text, now, filters, allowed)
         embedding = embed(query.embedded_text)
+        query = _with_versions(store, query, hide_superseded)
         context = Context(store, query, lexicon)
         try:
             lexicon.prefetch()
@@ -68,3 +73,14 @@ def recall(
             context, channels, runs, settings, k, want_trace=want_trace, started=started
         )
     return response, runs
+
+
+def _with_versions(store: Store, query: Query, hide_superseded: bool) -> Query:
+    """``query`` knowing whether its profile holds versions and, with
+    ``hide_superseded``, which memories had been superseded by the moment it asks about."""
+    if not store.has_versions(query.profile):
+        return replace(query, versioned=False)
+    moment = moment_asked(query)
+    if not hide_superseded or moment is None:
+        return query
+    return replace(query, hidden=frozenset(store.superseded(query.profile, moment)))

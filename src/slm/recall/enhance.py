@@ -1,10 +1,11 @@
 """Enhancement after fusion: boosts that re-order the candidates fusion produced (never add
-one): the entity graph (shared entities, speakers, links to the leaders) and the role a
-question asks about in a user-assistant conversation (docs/scoring.md)."""
+one): the entity graph (shared entities, speakers, links to the leaders), the role a
+question asks about in a user-assistant conversation, and stating the fact a question asks
+about (docs/scoring.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from slm.channels import Context
 from slm.ingest.roles import asked_about, role_of
@@ -47,6 +48,16 @@ def entity_graph_boosts(
         speaker_weight=settings.speaker_boost,
         relevance={k: evidence[k].relevance for k in keys},
     )
+
+
+def fact_boosts(context: Context, keys: Iterable[int], settings: Settings) -> dict[int, float]:
+    """:attr:`Settings.fact_boost` for each of ``keys`` that states a value of a fact the
+    question asks about (``Query.asked``)."""
+    query = context.query
+    if not query.asked or not settings.fact_boost:
+        return {}
+    stating = context.store.stating(query.profile, query.asked)
+    return {key: settings.fact_boost for key in keys if key in stating}
 
 
 def role_boosts(

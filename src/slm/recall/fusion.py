@@ -183,5 +183,6 @@ def source_trust(useful: int, not_useful: int, prior: tuple[float, float]) -> fl
 
 
 def order(scores: Mapping[int, float]) -> list[int]:
-    """Keys by descending score, ties broken by ascending key (deterministic)."""
-    return sorted(scores, key=lambda key: (-scores[key], key))
+    """Keys by descending score, exact ties broken by descending key: the memory stored
+    later first (deterministic; a later statement is the likelier to hold)."""
+    return sorted(scores, key=lambda key: (-scores[key], -key))

@@ -11,7 +11,9 @@ import numpy as np
 
 from slm.channels import Query
 from slm.embed import Matrix
+from slm.ingest.asked import asked
 from slm.ingest.entities import Mention, extract_entities, without_names
+from slm.ingest.facts import asks_about_past
 from slm.ingest.timeexpr import is_when_question, query_window
 from slm.lexicon import Lexicon
 from slm.store import Filters, Store
@@ -55,6 +57,8 @@ def interpret(
         entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
         window=query_window(text, now),
         when=is_when_question(text),
+        past=asks_about_past(text),
+        asked=asked(text),
     )
     return query, lexicon
 

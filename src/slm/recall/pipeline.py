@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from slm.channels import Channel, Context, Hit, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
 from slm.models import MemoryRecord
-from slm.recall import fusion
-from slm.recall.enhance import BOOSTED, entity_graph_boosts, role_boosts
+from slm.recall import fusion, versions
+from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
 from slm.recall.evidence import admitted, weigh_evidence
 from slm.recall.run import ChannelRun
 from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
@@ -35,26 +35,46 @@ def rank(
     rankings = {run.name: run.hits for run in runs if run.ran}
     weights = {name: weight(settings, channels[name]) for name in rankings}
     fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)
+    moment = versions.moment_asked(query)
+    leading_keys = fusion.order(fused)[: versions.LEADING] if query.versioned else []
+    updates = versions.versions(store, query.profile, leading_keys)
+    carried = versions.carry_forward(fused, updates, query, moment) if moment else {}
     applies = _by_role(channels, rankings, "applies")
     evidence = weigh_evidence(context, list(fused), settings, applies)
     passed = admitted(context, evidence, _by_role(channels, rankings, "supports"))
+    # The current version of a fact stays when an older version passes the floor.
+    passed.update((key, "newer version") for key, older in carried.items() if older in passed)
+    # Superseded memories rank until the end, so that their current versions can take
+    # their places (``versions.current_first``).
     survivors = {key: fused[key] for key in passed}
     leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
     boosted = {k: survivors[k] for k in leading}
     records = store.get_by_keys(query.profile, leading)
     boosts = entity_graph_boosts(context, boosted, evidence, settings)
     roles = role_boosts(context, records, evidence, settings)
+    facts = fact_boosts(context, survivors, settings)
     ranking = {
         key: score
         + boosts.get(key, 0.0)
         + roles.get(key, 0.0)
+        + facts.get(key, 0.0)
         + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
     }
+    if moment is not None and updates:
+        grouped = {k for u in updates for k in (u.older, u.newer) if k in ranking}
+        records.update(store.get_by_keys(query.profile, grouped - records.keys()))
+        versions.current_first(ranking, updates, records, moment)
+    for key in query.hidden & ranking.keys():
+        del ranking[key]
     # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
     top = fusion.order(ranking)[: k + 8]
     records.update(store.get_by_keys(query.profile, [key for key in top if key not in records]))
     ordered = [key for key in top if key in records][:k]
+    if query.versioned:
+        covered = {u.older for u in updates}
+        unseen = [key for key in ordered if key not in covered]
+        updates = [*updates, *store.updates(query.profile, unseen)]
     provenance = _provenance(rankings, ordered)
     trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
     results = tuple(
@@ -65,6 +85,7 @@ def rank(
             trust_score=trust[records[key].source or ""],
             rank_position=position,
             channels=provenance[key],
+            possibly_superseded_by=versions.newer_ids(updates, key),
         )
         for position, key in enumerate(ordered, start=1)
     )
@@ -83,7 +104,8 @@ def rank(
                 "passed": len(passed),
             },
             "results": [
-                result_trace(r, evidence[r.memory.key], passed, boosts, roles) for r in results
+                result_trace(r, evidence[r.memory.key], passed, boosts, roles, facts)
+                for r in results
             ],
             "total_ms": round((time.perf_counter() - started) * 1000, 3),
         }

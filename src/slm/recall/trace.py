@@ -33,6 +33,8 @@ def interpretation(query: Query) -> dict[str, Any]:
             "granularity": window.granularity,
         },
         "when_question": query.when,
+        "asks_about_past": query.past,
+        "facts_asked": list(query.asked),
     }
 
 
@@ -64,6 +66,7 @@ def result_trace(
     passed: Mapping[int, str],
     boosts: Mapping[int, float],
     roles: Mapping[int, float],
+    facts: Mapping[int, float],
 ) -> dict[str, Any]:
     key = result.memory.key
     return {
@@ -79,4 +82,5 @@ def result_trace(
         "time_window_match": evidence.temporal,
         "entity_graph_boost": round(boosts.get(key, 0.0), 6),
         "role_boost": round(roles.get(key, 0.0), 6),
+        "fact_boost": round(facts.get(key, 0.0), 6),
     }

@@ -5,7 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from slm.store.base import Filters, LexicalStats, Postings, Store, Stored, Vector, times_in
+from slm.store.base import (
+    Filters,
+    LexicalStats,
+    Postings,
+    Store,
+    Stored,
+    Update,
+    Vector,
+    times_in,
+)
 
 __all__ = [
     "Filters",
@@ -14,6 +23,7 @@ __all__ = [
     "Postings",
     "Store",
     "Stored",
+    "Update",
     "Vector",
     "open_store",
     "times_in",

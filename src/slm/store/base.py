@@ -50,9 +50,17 @@ class Filters:
     tags: tuple[str, ...] = ()
     after: datetime | None = None
     before: datetime | None = None
+    #: only memories that held at this moment (``as_of``)
+    valid_at: datetime | None = None
 
     def is_empty(self) -> bool:
-        return self.source is None and not self.tags and self.after is None and self.before is None
+        return (
+            self.source is None
+            and not self.tags
+            and self.after is None
+            and self.before is None
+            and self.valid_at is None
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +87,26 @@ class LexicalStats:
 
 
 @dataclass(frozen=True, slots=True)
+class Update:
+    """Memory ``newer`` replaces memory ``older``: explicitly (it superseded it), or
+    probably (it gives another value for a fact, ``slot`` = ``subject|attribute``, that
+    ``older`` states; see ``slm.ingest.facts``)."""
+
+    older: int
+    newer: int
+    older_id: str
+    newer_id: str
+    #: ``""`` for an explicit supersession (``superseded_by``)
+    slot: str
+    #: when ``newer`` starts to hold
+    newer_from: datetime
+
+    @property
+    def explicit(self) -> bool:
+        return not self.slot
+
+
+@dataclass(frozen=True, slots=True)
 class Stored:
     """Outcome of inserting one item: its id and whether it was new."""
 
@@ -93,8 +121,14 @@ class Rows(Protocol):
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
         """Map each content hash already stored in the profile to its memory id."""
 
-    def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
-        """Store items in one transaction; an item whose hash exists returns the existing id."""
+    def insert(
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+    ) -> list[Stored]:
+        """Store items in one transaction; an item whose hash exists returns the existing id.
+
+        Each new item supersedes the memories its ``supersedes`` names; with
+        ``supersede_updates`` it also supersedes (or is superseded by) the memories it is a
+        probable update of (or that are probable updates of it)."""
 
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         """The memories with these ids, in the order given, skipping unknown ids."""
@@ -113,6 +147,30 @@ class Rows(Protocol):
         """Remove memories and every derived row in one transaction; return the ids removed."""
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
+
+    def superseded(self, profile: str, moment: datetime) -> set[int]:
+        """Keys of the memories that stopped holding at or before ``moment``."""
+
+    def supersede(
+        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
+    ) -> None:
+        """End the validity of stored memories at ``moment``, naming the stored memory that
+        replaces them, in one transaction."""
+
+    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        """The probable updates in which any of ``keys`` is the older or the newer memory,
+        and the explicit supersessions of any of ``keys``."""
+
+    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
+        """Keys of the memories that state a value for any of ``slots``
+        (``subject|attribute``, :mod:`slm.ingest.facts`)."""
+
+    def update_count(self, profile: str) -> int:
+        """How many probable updates the profile holds."""
+
+    def has_versions(self, profile: str) -> bool:
+        """Whether the profile holds any probable update or any memory whose validity
+        ended: when it holds none, a recall skips the version steps."""
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical and graph rows of stored memories in one transaction."""

@@ -19,6 +19,7 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,19 @@ from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.store import lifecycle, sql
 from slm.store import postgres_graph as graph
 from slm.store import postgres_lexical as lexical
 from slm.store import postgres_passages as passage_sql
-from slm.store import sql
-from slm.store.base import Filters, LexicalStats, Postings, Stored, Vector, best_per_memory
+from slm.store.base import (
+    Filters,
+    LexicalStats,
+    Postings,
+    Stored,
+    Update,
+    Vector,
+    best_per_memory,
+)
 from slm.store.postgres_schema import migrate
 
 #: Vector searches over at most this many candidates (the allowed keys, or the profile's
@@ -50,8 +59,8 @@ SIZE_TTL_S = 1.0
 _MEMORY_COLUMNS = sql.MEMORY_COLUMNS
 _INSERT_MEMORY = (
     "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at, "
-    "source, confidence, metadata, tags, session) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+    "source, confidence, metadata, tags, session, valid_from, valid_to, superseded_by) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT DO NOTHING RETURNING content_hash, id, key"
 )
 
@@ -61,7 +70,7 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
 
 
 def _record(row: Sequence[Any]) -> MemoryRecord:
-    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row
+    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
     return MemoryRecord(
         id=id_,
         content=content,
@@ -72,6 +81,7 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         metadata=json.loads(metadata),
         tags=tuple(tags),
         key=key,
+        **sql.record_times(row),
     )
 
 
@@ -147,7 +157,9 @@ class PostgresStore:
         )
         return dict(rows)
 
-    def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
+    def insert(
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+    ) -> list[Stored]:
         results: list[Stored] = []
         with self._write(profile) as cur:
             cur.execute(
@@ -164,9 +176,12 @@ class PostgresStore:
                     continue
                 known[item.content_hash] = created[item.content_hash]
                 results.append(Stored(*created[item.content_hash], created=True))
-            self._insert_derived(
-                cur, profile, [(created[m.content_hash][1], m) for m in new.values()]
-            )
+            fresh = [(created[m.content_hash][1], m) for m in new.values()]
+            self._insert_derived(cur, profile, fresh)
+            for m in new.values():
+                id_ = created[m.content_hash][0]
+                lifecycle.supersede(cur, "%s", profile, id_, m.supersedes, lifecycle.start(m))
+            lifecycle.insert_facts(cur, "%s", profile, fresh, supersede_updates)
         return results
 
     def _insert_rows(
@@ -228,6 +243,7 @@ class PostgresStore:
                 self._delete_derived(
                     cur, profile, key, terms.split() if terms is not None else None
                 )
+                lifecycle.delete_facts(cur, "%s", profile, key)
             keys = [key for key, _, _ in rows]
             passage_sql.delete(cur, profile, keys)
             cur.execute(
@@ -240,6 +256,8 @@ class PostgresStore:
             cur.execute(
                 "DELETE FROM memories WHERE profile = %s AND key = ANY(%s)", (profile, keys)
             )
+            for _, id_, _ in rows:
+                lifecycle.reinstate(cur, "%s", profile, id_)
         removed = {id_ for _, id_, _ in rows}
         return [i for i in dict.fromkeys(ids) if i in removed]
 
@@ -281,8 +299,10 @@ class PostgresStore:
             for key, _ in items:
                 words = terms[key].split() if key in terms else None
                 self._delete_derived(cur, profile, key, words, relink=False)
+                lifecycle.delete_facts(cur, "%s", profile, key, relinked=False)
             passage_sql.delete(cur, profile, [key for key, _ in items])
             self._insert_derived(cur, profile, list(items), rederive=True)
+            lifecycle.insert_facts(cur, "%s", profile, list(items))
 
     def add_feedback(self, profile: str, source: str, useful: bool) -> None:
         column = "useful" if useful else "not_useful"
@@ -353,6 +373,36 @@ class PostgresStore:
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
         where, params = self._where(profile, filters)
         return {r[0] for r in self._rows(f"SELECT key FROM memories WHERE {where}", params)}
+
+    def superseded(self, profile: str, moment: datetime) -> set[int]:
+        return {r[0] for r in self._rows(sql.superseded_sql("%s"), (profile, to_micros(moment)))}
+
+    def supersede(
+        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
+    ) -> None:
+        with self._write(profile) as cur:
+            lifecycle.supersede(cur, "%s", profile, newer_id, older_ids, to_micros(moment))
+
+    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return []
+        rows = self._rows(
+            lifecycle.updates_sql("%s", len(wanted)), [profile, *wanted, *wanted, profile, *wanted]
+        )
+        return lifecycle.read_updates(rows)
+
+    def update_count(self, profile: str) -> int:
+        rows = self._rows("SELECT count(*) FROM fact_updates WHERE profile = %s", (profile,))
+        return int(rows[0][0])
+
+    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
+        if not slots:
+            return set()
+        return {r[0] for r in self._rows(sql.stating_sql("%s", len(slots)), (profile, *slots))}
+
+    def has_versions(self, profile: str) -> bool:
+        return bool(self._rows(sql.has_versions_sql("%s"), (profile, profile))[0][0])
 
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         rows = self._rows(
@@ -581,4 +631,7 @@ def _memory_row(profile: str, id_: str, m: NewMemory) -> tuple[Any, ...]:
         json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
         list(m.tags),
         m.session,
+        to_micros(m.valid_from) if m.valid_from is not None else None,
+        to_micros(m.valid_to) if m.valid_to is not None else None,
+        m.superseded_by,
     )

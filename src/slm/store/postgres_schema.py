@@ -131,6 +131,30 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX passages_hnsw ON passages USING hnsw (vector vector_cosine_ops)
         WHERE kind = 'passage';
     """,
+    """
+    ALTER TABLE memories ADD COLUMN valid_from bigint;
+    ALTER TABLE memories ADD COLUMN valid_to bigint;
+    ALTER TABLE memories ADD COLUMN superseded_by text;
+    CREATE INDEX memories_superseded ON memories (profile, valid_to) WHERE valid_to IS NOT NULL;
+    CREATE TABLE fact_slots (
+        key bigint NOT NULL,
+        profile text NOT NULL,
+        slot text NOT NULL,
+        value text NOT NULL,
+        valid_from bigint NOT NULL,
+        PRIMARY KEY (key, slot)
+    );
+    CREATE INDEX fact_slots_slot ON fact_slots (profile, slot, valid_from);
+    CREATE TABLE fact_updates (
+        older bigint NOT NULL,
+        newer bigint NOT NULL,
+        profile text NOT NULL,
+        slot text NOT NULL,
+        PRIMARY KEY (older, newer, slot)
+    );
+    CREATE INDEX fact_updates_newer ON fact_updates (newer);
+    CREATE INDEX fact_updates_slot ON fact_updates (profile, slot);
+    """,
 )
 
 

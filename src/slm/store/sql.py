@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from slm.models import to_micros
+from slm.models import from_micros, to_micros
 from slm.store.base import Filters
 
 #: The columns a memory row is read with, in the order both stores' ``_record`` expect.
-MEMORY_COLUMNS = "key, id, content, event_time, recorded_at, source, confidence, metadata, tags"
+MEMORY_COLUMNS = (
+    "key, id, content, event_time, recorded_at, source, confidence, metadata, tags, "
+    "valid_from, valid_to, superseded_by"
+)
 
 #: How a store matches tags: (profile, tags) -> the clauses and their parameters.
 TagMatch = Callable[[str, Sequence[str]], list[tuple[str, list[Any]]]]
@@ -37,7 +40,47 @@ def memory_filter(
     if filters.before is not None:
         clauses.append(f"event_time < {mark}")
         params.append(to_micros(filters.before))
+    if filters.valid_at is not None:
+        moment = to_micros(filters.valid_at)
+        clauses.append(f"coalesce(valid_from, event_time) <= {mark}")
+        clauses.append(f"(valid_to IS NULL OR valid_to > {mark})")
+        params.extend([moment, moment])
     return " AND ".join(clauses), params
+
+
+def superseded_sql(mark: str) -> str:
+    """Keys of a profile's memories that stopped holding at or before a moment."""
+    return (
+        f"SELECT key FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL "
+        f"AND valid_to <= {mark}"
+    )
+
+
+def stating_sql(mark: str, slots: int) -> str:
+    """Keys of a profile's memories that state a value for one of ``slots`` slots."""
+    return (
+        f"SELECT DISTINCT key FROM fact_slots WHERE profile = {mark} "
+        f"AND slot IN ({', '.join([mark] * slots)})"
+    )
+
+
+def has_versions_sql(mark: str) -> str:
+    """Whether a profile holds any probable update or any memory whose validity ended
+    (both answered from an index)."""
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM fact_updates WHERE profile = {mark}) "
+        f"OR EXISTS (SELECT 1 FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL)"
+    )
+
+
+def record_times(row: Sequence[Any]) -> dict[str, Any]:
+    """The validity fields of a row read with :data:`MEMORY_COLUMNS` (its last three)."""
+    valid_from, valid_to, superseded_by = row[-3:]
+    return {
+        "valid_from": from_micros(valid_from) if valid_from is not None else None,
+        "valid_to": from_micros(valid_to) if valid_to is not None else None,
+        "superseded_by": superseded_by,
+    }
 
 
 def page_sql(where: str, mark: str) -> str:

@@ -17,14 +17,15 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from slm.errors import StoreError
-from slm.models import MemoryRecord, NewMemory, from_micros
-from slm.store import sql
+from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.store import lifecycle, sql
 from slm.store import sqlite_graph as graph
 from slm.store import sqlite_passages as passage_rows
 from slm.store import sqlite_rows as memory_rows
@@ -34,6 +35,7 @@ from slm.store.base import (
     LexicalStats,
     Postings,
     Stored,
+    Update,
     Vector,
     best_per_memory,
 )
@@ -53,7 +55,7 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
 
 
 def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
-    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row
+    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
     return MemoryRecord(
         id=id_,
         content=content,
@@ -64,6 +66,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
         metadata=json.loads(metadata),
         tags=tuple(json.loads(tags)),
         key=key,
+        **sql.record_times(row),
     )
 
 
@@ -139,7 +142,9 @@ class SQLiteStore:
             found.update(dict(rows))
         return found
 
-    def insert(self, profile: str, items: Sequence[NewMemory]) -> list[Stored]:
+    def insert(
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+    ) -> list[Stored]:
         def work(db: sqlite3.Connection) -> list[Stored]:
             results: list[Stored] = []
             known: dict[str, tuple[str, int]] = {}
@@ -160,12 +165,15 @@ class SQLiteStore:
             fresh = list(zip(keys, new, strict=True))
             for key, item, id_ in zip(keys, new, ids, strict=True):
                 known[item.content_hash] = (id_, key)
+            for item, id_ in zip(new, ids, strict=True):
+                lifecycle.supersede(db, "?", profile, id_, item.supersedes, lifecycle.start(item))
             created = {item.content_hash for item in new}
             for item in items:
                 id_, key = known[item.content_hash]
                 results.append(Stored(id_, key, created=item.content_hash in created))
                 created.discard(item.content_hash)
             self._insert_derived(db, profile, fresh)
+            lifecycle.insert_facts(db, "?", profile, fresh, supersede_updates)
             return results
 
         return self._write(work)
@@ -239,7 +247,10 @@ class SQLiteStore:
         passage_rows.delete_passages(db, key)
         db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
         db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
+        lifecycle.delete_facts(db, "?", profile, key)
+        id_ = db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
         db.execute("DELETE FROM memories WHERE key = ?", (key,))
+        lifecycle.reinstate(db, "?", profile, id_)
         db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
 
     def _delete_derived(
@@ -287,7 +298,9 @@ class SQLiteStore:
                 row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
                 self._delete_derived(db, profile, key, row[0].split() if row else None, False)
                 passage_rows.delete_passages(db, key)
+                lifecycle.delete_facts(db, "?", profile, key, relinked=False)
             self._insert_derived(db, profile, list(items), rederive=True)
+            lifecycle.insert_facts(db, "?", profile, list(items))
 
         self._write(work)
         with self._lock:
@@ -370,6 +383,36 @@ class SQLiteStore:
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
         where, params = self._where(profile, filters)
         return {r[0] for r in self._read(f"SELECT key FROM memories WHERE {where}", params)}
+
+    def superseded(self, profile: str, moment: datetime) -> set[int]:
+        return {r[0] for r in self._read(sql.superseded_sql("?"), (profile, to_micros(moment)))}
+
+    def supersede(
+        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
+    ) -> None:
+        at = to_micros(moment)
+        self._write(lambda db: lifecycle.supersede(db, "?", profile, newer_id, older_ids, at))
+
+    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        found: list[Update] = []
+        for chunk in chunks(list(dict.fromkeys(keys)), 400):
+            rows = self._read(
+                lifecycle.updates_sql("?", len(chunk)), [profile, *chunk, *chunk, profile, *chunk]
+            )
+            found.extend(lifecycle.read_updates(rows))
+        return list(dict.fromkeys(found))
+
+    def update_count(self, profile: str) -> int:
+        rows = self._read("SELECT count(*) FROM fact_updates WHERE profile = ?", (profile,))
+        return int(rows[0][0])
+
+    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
+        if not slots:
+            return set()
+        return {r[0] for r in self._read(sql.stating_sql("?", len(slots)), (profile, *slots))}
+
+    def has_versions(self, profile: str) -> bool:
+        return bool(self._read(sql.has_versions_sql("?"), (profile, profile))[0][0])
 
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         wanted = list(dict.fromkeys(sources))

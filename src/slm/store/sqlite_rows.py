@@ -48,7 +48,8 @@ def insert_rows(
     ).fetchone()
     db.executemany(
         "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at,"
-        " source, confidence, metadata, tags) VALUES (?,?,?,?,?,?,?,?,?,?)",
+        " source, confidence, metadata, tags, valid_from, valid_to, superseded_by)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
             (
                 id_,
@@ -61,6 +62,9 @@ def insert_rows(
                 m.confidence,
                 json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
                 json.dumps(list(m.tags), ensure_ascii=False),
+                to_micros(m.valid_from) if m.valid_from is not None else None,
+                to_micros(m.valid_to) if m.valid_to is not None else None,
+                m.superseded_by,
             )
             for id_, m in zip(ids, items, strict=True)
         ],

@@ -9,7 +9,10 @@ Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embe
 (memory-memory graph: neighbouring turns and semantic neighbours). ``passages``
 holds further vectors of a memory: its passages beyond the first (for texts longer than
 the model reads) and its standing statements (migration 7). ``forgotten`` logs removed
-keys so other processes' in-memory indexes can follow.
+keys so other processes' in-memory indexes can follow. ``memories.valid_from`` (NULL: the
+event time), ``valid_to`` and ``superseded_by`` say when a memory holds; ``fact_slots`` and
+``fact_updates`` hold the facts memories state and their probable updates (migration 8,
+see ``slm.store.lifecycle``).
 
 Postings are ordered by impact within a term (term frequency descending, then document
 length), so a common term's best postings are read first and the rest never (migration 3).
@@ -120,5 +123,29 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX passages_profile ON passages (profile, kind, key);
     CREATE INDEX passages_memory ON passages (memory);
+    """,
+    """
+    ALTER TABLE memories ADD COLUMN valid_from INTEGER;
+    ALTER TABLE memories ADD COLUMN valid_to INTEGER;
+    ALTER TABLE memories ADD COLUMN superseded_by TEXT;
+    CREATE INDEX memories_superseded ON memories (profile, valid_to) WHERE valid_to IS NOT NULL;
+    CREATE TABLE fact_slots (
+        key INTEGER NOT NULL,
+        profile TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        value TEXT NOT NULL,
+        valid_from INTEGER NOT NULL,
+        PRIMARY KEY (key, slot)
+    );
+    CREATE INDEX fact_slots_slot ON fact_slots (profile, slot, valid_from);
+    CREATE TABLE fact_updates (
+        older INTEGER NOT NULL,
+        newer INTEGER NOT NULL,
+        profile TEXT NOT NULL,
+        slot TEXT NOT NULL,
+        PRIMARY KEY (older, newer, slot)
+    );
+    CREATE INDEX fact_updates_newer ON fact_updates (newer);
+    CREATE INDEX fact_updates_slot ON fact_updates (profile, slot);
     """,
 )

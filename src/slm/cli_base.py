@@ -1,0 +1,150 @@
+"""The parts every ``slm`` command shares: where its store is (:class:`Context`), how a
+failure reaches the user (:class:`SlmGroup`: one line on stderr and an exit status), and
+the options several commands take."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from slm.engine import Memory
+from slm.errors import InvalidInput, NotFound, SlmError, outcome
+from slm.settings import Settings, default_db_path
+from slm.store import Location
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERNAL = 70
+
+
+class Context:
+    """Where the command's store is: set by the global options, before or after the command."""
+
+    def __init__(self, db: str | None, profile: str | None, dsn: str | None = None) -> None:
+        self.db = db
+        self.dsn = dsn
+        #: whether --profile was given (SLM_PROFILE alone does not count)
+        self.profile_flag = profile is not None
+        self.profile = profile or os.environ.get("SLM_PROFILE") or "default"
+
+    @contextmanager
+    def memory(self, *, create: bool = True, **overrides: Any) -> Iterator[Memory]:
+        """The store, opened for the command. A command that only reads (``create=False``)
+        refuses a SQLite file that does not exist instead of creating an empty one; one that
+        writes creates it, but not a directory named with ``--db`` that does not exist."""
+        settings = Settings.from_env(**overrides)
+        location = self.location()
+        if not location.exists():
+            path = location.path
+            assert path is not None
+            if not create:
+                raise NotFound(
+                    f"no store at {path}: commands that only read never create one "
+                    "(store something first with 'slm remember', or check --db / SLM_DB)"
+                )
+            if self.db and not path.parent.is_dir():
+                raise InvalidInput(
+                    f"the directory {path.parent} does not exist (--db names a file in an "
+                    "existing directory)",
+                    field="db",
+                )
+        with Memory(location, profile=self.profile, settings=settings) as memory:
+            yield memory
+
+    def location(self) -> Location:
+        """The store the options name: ``--dsn``, else ``--db``, else the default file."""
+        if self.dsn:
+            return Location(dsn=self.dsn)
+        return Location(path=Path(self.db).expanduser() if self.db else default_db_path())
+
+
+class SlmGroup(click.Group):
+    """Turns every failure into one line on stderr, ``error: ...``: exit status 2 for a usage
+    error (an unknown option, a value of the wrong type), 1 for anything else; no traceback
+    and no usage block reach the user."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        run = super().main
+        if not standalone_mode:
+            return run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "slm"
+            click.echo(f"error: {exc.format_message()} (see '{command} --help')", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.ClickException as exc:
+            click.echo(f"error: {exc.format_message()}", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SlmError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(outcome(exc).exit_code)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            # The reader went away (`slm list | head`): stop quietly, and keep Python from
+            # complaining about the unflushed output at exit.
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_ERROR)
+        except Exception as exc:
+            if os.environ.get("SLM_DEBUG"):
+                raise
+            click.echo(
+                f"internal error: {type(exc).__name__}: {exc} (set SLM_DEBUG=1 for details)",
+                err=True,
+            )
+            sys.exit(EXIT_INTERNAL)
+
+
+def quiet_option(func: F) -> F:
+    return click.option("--quiet", is_flag=True, help="No progress on stderr.")(func)
+
+
+@contextmanager
+def readable(file: Path) -> Iterator[Path]:
+    """``file``, or for ``-`` a temporary copy of standard input (read twice: checked, then
+    stored)."""
+    if str(file) != "-":
+        yield file
+        return
+    with tempfile.TemporaryDirectory(prefix="slm-stdin-") as folder:
+        copy = Path(folder) / "stdin.jsonl"
+        with open(copy, "w", encoding="utf-8") as handle:
+            shutil.copyfileobj(sys.stdin, handle)
+        yield copy
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")(
+        func
+    )

@@ -1,0 +1,152 @@
+"""The lifecycle rows both stores keep, in SQL both dialects read: facts and their updates.
+
+``fact_slots`` holds the single-valued facts each memory states (``slm.ingest.facts``):
+its key, the slot (``subject|attribute``), the value and when the memory starts to hold.
+``fact_updates`` links, within a slot, each memory to the first memory after it (by
+validity time) that gives a *different* value: the probable update. The links of a slot
+are recomputed from its facts whenever a memory stating it is added or removed, so the
+order memories arrive in does not matter.
+
+Every function takes an open cursor of the store's write transaction (``execute`` and
+``executemany`` on a DB-API cursor or an ``sqlite3`` connection) and the dialect's
+parameter mark (``?`` or ``%s``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from slm.models import NewMemory, from_micros, to_micros
+from slm.store.base import Update
+
+
+class Cursor(Protocol):
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]], /) -> Any: ...
+
+
+def start(item: NewMemory) -> int:
+    """When a new memory starts to hold, in microseconds."""
+    return to_micros(item.valid_from or item.event_time)
+
+
+def supersede(
+    cur: Cursor, mark: str, profile: str, newer_id: str, older_ids: Sequence[str], at: int
+) -> None:
+    """End the validity of the memories ``older_ids`` at ``at``, naming ``newer_id``."""
+    if older_ids:
+        ids = ", ".join([mark] * len(older_ids))
+        cur.execute(
+            f"UPDATE memories SET valid_to = {mark}, superseded_by = {mark} "
+            f"WHERE profile = {mark} AND id IN ({ids})",
+            [at, newer_id, profile, *older_ids],
+        )
+
+
+def reinstate(cur: Cursor, mark: str, profile: str, removed_id: str) -> None:
+    """Make current again what a removed memory had superseded."""
+    cur.execute(
+        f"UPDATE memories SET valid_to = NULL, superseded_by = NULL "
+        f"WHERE profile = {mark} AND superseded_by = {mark}",
+        [profile, removed_id],
+    )
+
+
+def insert_facts(
+    cur: Cursor,
+    mark: str,
+    profile: str,
+    fresh: Sequence[tuple[int, NewMemory]],
+    supersede_updates: bool = False,
+) -> None:
+    """Store the facts of new memories and relink the slots they state; with
+    ``supersede_updates``, a memory a new link names as updated is superseded."""
+    rows = [
+        (key, profile, slot, value, start(item))
+        for key, item in fresh
+        for slot, value in item.facts
+    ]
+    if not rows:
+        return
+    cur.executemany(
+        "INSERT INTO fact_slots (key, profile, slot, value, valid_from) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+        rows,
+    )
+    new = {key for key, _ in fresh}
+    for slot in sorted({row[2] for row in rows}):
+        links = relink(cur, mark, profile, slot)
+        if supersede_updates:
+            for older, newer, at in links:
+                if older in new or newer in new:
+                    _supersede_key(cur, mark, profile, older, newer, at)
+
+
+def delete_facts(cur: Cursor, mark: str, profile: str, key: int, relinked: bool = True) -> None:
+    """Remove a memory's facts and links; with ``relinked``, relink the slots it stated."""
+    slots = [r[0] for r in cur.execute(f"SELECT slot FROM fact_slots WHERE key = {mark}", [key])]
+    cur.execute(f"DELETE FROM fact_slots WHERE key = {mark}", [key])
+    cur.execute(f"DELETE FROM fact_updates WHERE older = {mark} OR newer = {mark}", [key, key])
+    if relinked:
+        for slot in slots:
+            relink(cur, mark, profile, slot)
+
+
+def relink(cur: Cursor, mark: str, profile: str, slot: str) -> list[tuple[int, int, int]]:
+    """Recompute the updates of one slot: each holder to the first later holder with
+    another value. Returns them as (older key, newer key, newer's start)."""
+    holders = cur.execute(
+        f"SELECT key, value, valid_from FROM fact_slots WHERE profile = {mark} AND slot = {mark} "
+        "ORDER BY valid_from, key",
+        [profile, slot],
+    ).fetchall()
+    links: list[tuple[int, int, int]] = []
+    for i, (key, value, _) in enumerate(holders):
+        later = next((h for h in holders[i + 1 :] if h[1] != value), None)
+        if later is not None:
+            links.append((key, later[0], later[2]))
+    cur.execute(
+        f"DELETE FROM fact_updates WHERE profile = {mark} AND slot = {mark}", [profile, slot]
+    )
+    if links:
+        cur.executemany(
+            f"INSERT INTO fact_updates (older, newer, profile, slot) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+            [(older, newer, profile, slot) for older, newer, _ in links],
+        )
+    return links
+
+
+def _supersede_key(cur: Cursor, mark: str, profile: str, older: int, newer: int, at: int) -> None:
+    """Supersede one memory by key, unless something already superseded it."""
+    cur.execute(
+        f"UPDATE memories SET valid_to = {mark}, superseded_by = "
+        f"(SELECT id FROM memories WHERE key = {mark}) "
+        f"WHERE key = {mark} AND profile = {mark} AND valid_to IS NULL",
+        [at, newer, older, profile],
+    )
+
+
+def updates_sql(mark: str, count: int) -> str:
+    """The updates that touch ``count`` keys: probable ones where a key is the older or the
+    newer memory, explicit ones (``superseded_by``, slot ``""``) where it is the older.
+    Parameters: the profile and the keys, three times over."""
+    keys = ", ".join([mark] * count)
+    start = "coalesce(n.valid_from, n.event_time)"
+    return (
+        f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start} FROM fact_updates u "
+        "JOIN memories o ON o.key = u.older JOIN memories n ON n.key = u.newer "
+        f"WHERE u.profile = {mark} AND (u.older IN ({keys}) OR u.newer IN ({keys})) "
+        f"UNION SELECT o.key, n.key, o.id, n.id, '', {start} FROM memories o "
+        "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
+        f"WHERE o.profile = {mark} AND o.key IN ({keys}) ORDER BY 1, 2, 5"
+    )
+
+
+def read_updates(rows: Sequence[Sequence[Any]]) -> list[Update]:
+    return [
+        Update(older, newer, o, n, slot, from_micros(start))
+        for older, newer, o, n, slot, start in rows
+    ]
