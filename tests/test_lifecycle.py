@@ -124,6 +124,8 @@ def test_questions_about_the_past() -> None:
     assert asks_about_past("Where did Ana live in March 2023?")
     assert asks_about_past("Where did I work before?")
     assert not asks_about_past("Where does Ana live?")
+    assert not asks_about_past("If you were ordering me dinner, what would I want most?")
+    assert asks_about_past("If I moved, where were we living then?")
 
 
 # -- explicit replacement -----------------------------------------------------------------------

@@ -381,6 +381,10 @@ def attribute_name(attribute: str) -> str:
     return ALIASES.get(attribute, attribute)
 
 
+#: A hypothetical ("if you were ordering", "if I were you") is not the past tense.
+_HYPOTHETICAL = re.compile(r"\b(?:if|as if|even if|suppose|imagine) \w+ were\b", re.IGNORECASE)
+
+
 def asks_about_past(question: str) -> bool:
     """Whether ``question`` asks about an earlier state of things, not the present one."""
-    return _PAST.search(question) is not None
+    return _PAST.search(_HYPOTHETICAL.sub(" ", question)) is not None
