@@ -69,7 +69,7 @@ def show_details(record: MemoryRecord, trust: float) -> None:
 
 
 def _validity(record: MemoryRecord) -> str:
-    start = f"from {(record.valid_from or record.event_time):%Y-%m-%d %H:%M:%S} UTC"
+    start = f"from {record.starts:%Y-%m-%d %H:%M:%S} UTC"
     if record.valid_to is None:
         return f"{start} (current)"
     until = f"{record.valid_to:%Y-%m-%d %H:%M:%S} UTC"

@@ -202,10 +202,15 @@ class Memory:
         starts (``valid_from``, default its event time) and recall leaves them out.
         """
         item = MemoryInput(
-            content, event_time, source, confidence, metadata, tags, supersedes=supersedes
+            content,
+            event_time,
+            source,
+            confidence,
+            metadata,
+            tags,
+            supersedes=supersedes,
+            valid_from=valid_from,
         )
-        if valid_from is not None:
-            item = replace(item, valid_from=valid_from)
         return self.remember_many([item])[0]
 
     def update(
@@ -285,8 +290,7 @@ class Memory:
             updates = self._updates_of([s.key for s in stored if s.created])
         for c in checked:
             if c.supersedes and c.content_hash in known:
-                start = self.get(known[c.content_hash])
-                moment = start.valid_from or start.event_time
+                moment = self.get(known[c.content_hash]).starts
                 self.store.supersede(self.profile, known[c.content_hash], c.supersedes, moment)
         records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
         out = []

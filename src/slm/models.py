@@ -55,15 +55,15 @@ class MemoryRecord:
             "confidence": self.confidence,
             "metadata": dict(self.metadata),
             "tags": list(self.tags),
-            "valid_from": iso(self.valid_from or self.event_time),
+            "valid_from": iso(self.starts),
             "valid_to": iso(self.valid_to) if self.valid_to is not None else None,
             "superseded_by": self.superseded_by,
         }
 
-    def current_at(self, moment: datetime) -> bool:
-        """Whether the memory holds at ``moment``."""
-        start = self.valid_from or self.event_time
-        return start <= moment and (self.valid_to is None or moment < self.valid_to)
+    @property
+    def starts(self) -> datetime:
+        """When the memory starts to hold: ``valid_from``, else its event time."""
+        return self.valid_from or self.event_time
 
 
 @dataclass(frozen=True, slots=True)

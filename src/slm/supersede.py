@@ -18,7 +18,6 @@ chains and never cycles:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 
 from slm.errors import InvalidInput, NotFound
 from slm.models import MemoryRecord, NewMemory
@@ -56,19 +55,14 @@ def check(
                     f"{stored.superseded_by}: superseding {id_} with it would make a cycle",
                     field="supersedes",
                 )
-            start = starts(stored) if stored is not None else item.valid_from or item.event_time
-            if start < starts(older):
+            start = stored.starts if stored is not None else item.valid_from or item.event_time
+            if start < older.starts:
                 raise InvalidInput(
                     f"the new memory starts ({start.isoformat()}) before memory {id_} "
-                    f"({starts(older).isoformat()}); it cannot supersede it",
+                    f"({older.starts.isoformat()}); it cannot supersede it",
                     field="supersedes",
                 )
             if claimed.setdefault(id_, item.content_hash) != item.content_hash:
                 raise InvalidInput(
                     f"memory {id_} is superseded twice in one batch", field="supersedes"
                 )
-
-
-def starts(record: MemoryRecord) -> datetime:
-    """When a stored memory starts to hold."""
-    return record.valid_from or record.event_time

@@ -26,6 +26,16 @@ def _emit(
     click.echo(json.dumps(report, indent=2) if as_json else markdown(report))
 
 
+def _progress(quiet: bool) -> Callable[[str], None]:
+    """Where a harness reports progress: stderr, or nowhere with ``--quiet``."""
+
+    def progress(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=True)
+
+    return progress
+
+
 @click.group()
 def bench() -> None:
     """Measure retrieval quality and speed with the benchmarks that ship with slm."""
@@ -82,12 +92,8 @@ def _quality(
     harness = importlib.import_module(f"slm_bench.{name}")
     chosen = channel_names(channels, "--channels") if channels else None
 
-    def progress(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
     report = harness.run(
-        data, settings=Settings.from_env(), channels=chosen, progress=progress, **run
+        data, settings=Settings.from_env(), channels=chosen, progress=_progress(quiet), **run
     )
     limits = {k: v for k, v in run.items() if k not in ("dsn", "ablate")}
     options = {"--channels": channels, **{f"--{k}": v for k, v in limits.items()}}
@@ -217,10 +223,6 @@ def scale(
     """Ingest rate, recall latency, memory and disk at N synthetic memories (docs/benchmarks.md)."""
     from slm_bench import scale as harness
 
-    def progress(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
     report = harness.run(
         n,
         seed=seed,
@@ -233,7 +235,7 @@ def scale(
         cache_dir=cache_dir,
         extra=extra,
         singles=singles,
-        progress=progress,
+        progress=_progress(quiet),
     )
     flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")
     flags += " --cold" if cold else ""
@@ -274,17 +276,13 @@ def lifecycle(
     """Facts that change: current value, stale-first, as-of and false links (docs/lifecycle.md)."""
     from slm_bench import lifecycle as harness
 
-    def progress(line: str) -> None:
-        if not quiet:
-            click.echo(line, err=True)
-
     report = harness.run(
         seed=seed,
         histories=histories,
         phrasings=phrasings,
         settings=Settings.from_env(),
         locomo=locomo,
-        progress=progress,
+        progress=_progress(quiet),
     )
     flags = f" --seed {seed} --histories {histories} --phrasings {phrasings}"
     flags += f" --locomo {locomo}" if locomo else ""

@@ -32,35 +32,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from slm.embed import Embedder, Matrix, make_embedder
+from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.settings import Settings
 from slm_bench.histories import History, Question, generate
 from slm_bench.metrics import percentile
+from slm_bench.scale import Precomputed
 
 MODES = ("explicit", "suggest", "auto")
 K = 10
-
-
-class Remembering:
-    """An embedder that embeds each text once for all the stores of a run."""
-
-    def __init__(self, model: Embedder) -> None:
-        self.name, self.dim, self._model = model.name, model.dim, model
-        self._seen: dict[str, Any] = {}
-
-    def embed_batch(self, texts: Sequence[str]) -> Matrix:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._seen]
-        if missing:
-            self._seen.update(zip(missing, self._model.embed_batch(missing), strict=True))
-        return np.asarray([self._seen[t] for t in texts], dtype=np.float32).reshape(
-            len(texts), self.dim
-        )
-
-    def health(self) -> dict[str, object]:
-        return self._model.health()
 
 
 def _store(memory: Memory, history: History, mode: str) -> dict[str, str]:
@@ -135,7 +115,7 @@ def run(
     """Run the benchmark and return the report (see the module docstring)."""
     settings = settings or Settings.from_env()
     data = generate(seed, histories, phrasings)
-    model = Remembering(make_embedder(settings.embedder))
+    model = Precomputed(make_embedder(settings.embedder))  # each text embedded once
     answers: dict[str, list[tuple[Question, list[str]]]] = {mode: [] for mode in MODES}
     times: list[float] = []
     links: Counter[str] = Counter()

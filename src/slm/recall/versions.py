@@ -108,10 +108,10 @@ def current_first(
     groups = _groups([u for u in updates if u.older in ranking and u.newer in ranking])
     moved = set()
     for members in groups:
-        started = [key for key in members if key in records and _start(records[key]) <= moment]
+        started = [key for key in members if key in records and records[key].starts <= moment]
         if not started:
             continue
-        current = max(started, key=lambda key: (_start(records[key]), key))
+        current = max(started, key=lambda key: (records[key].starts, key))
         best = max(ranking[key] for key in members if key != current)
         if ranking[current] <= best:
             ranking[current] = best + CURRENT_MARGIN
@@ -122,10 +122,6 @@ def current_first(
 def newer_ids(updates: Sequence[Update], key: int) -> tuple[str, ...]:
     """Ids of the probable updates of memory ``key`` (explicit supersession aside)."""
     return tuple(dict.fromkeys(u.newer_id for u in updates if u.older == key and not u.explicit))
-
-
-def _start(record: MemoryRecord) -> datetime:
-    return record.valid_from or record.event_time
 
 
 def _groups(updates: Sequence[Update]) -> list[set[int]]:

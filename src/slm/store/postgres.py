@@ -393,7 +393,7 @@ class PostgresStore:
         return lifecycle.read_updates(rows)
 
     def update_count(self, profile: str) -> int:
-        rows = self._rows("SELECT count(*) FROM fact_updates WHERE profile = %s", (profile,))
+        rows = self._rows(sql.update_count_sql("%s"), (profile,))
         return int(rows[0][0])
 
     def stating(self, profile: str, slots: Sequence[str]) -> set[int]:

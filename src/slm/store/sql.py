@@ -64,6 +64,11 @@ def stating_sql(mark: str, slots: int) -> str:
     )
 
 
+def update_count_sql(mark: str) -> str:
+    """How many probable updates a profile holds."""
+    return f"SELECT count(*) FROM fact_updates WHERE profile = {mark}"
+
+
 def has_versions_sql(mark: str) -> str:
     """Whether a profile holds any probable update or any memory whose validity ended
     (both answered from an index)."""

@@ -403,7 +403,7 @@ class SQLiteStore:
         return list(dict.fromkeys(found))
 
     def update_count(self, profile: str) -> int:
-        rows = self._read("SELECT count(*) FROM fact_updates WHERE profile = ?", (profile,))
+        rows = self._read(sql.update_count_sql("?"), (profile,))
         return int(rows[0][0])
 
     def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
