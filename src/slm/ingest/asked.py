@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import re
 
-from slm.ingest.facts import NAME_PATTERN, RELATION_SUBJECTS, SINGLE_VALUED, attribute_name
+from slm.ingest.facts import (
+    NAME_PATTERN,
+    RELATION_SUBJECTS,
+    RELATIVES,
+    SINGLE_VALUED,
+    attribute_name,
+)
 
 #: The subject of the first person in a question.
 USER = "user"
 
-_WHO = (
-    rf"(?:(?P<me>I|me)|(?P<rel_of>[Mm]y) (?P<rel>sister|brother|mom|mum|mother|dad|father|wife|"
-    r"husband|partner|son|daughter|girlfriend|boyfriend|parents|grandma|grandmother|grandpa|"
-    rf"grandfather|aunt|uncle|cousin|roommate|flatmate|best friend|friend|boss|manager)|"
-    rf"(?P<name>(?-i:{NAME_PATTERN})))"
-)
+_WHO = rf"(?:(?P<me>I|me)|[Mm]y (?P<rel>{RELATIVES})|(?P<name>(?-i:{NAME_PATTERN})))"
 _WHOSE = rf"(?:(?P<my>[Mm]y|[Oo]ur)|{_WHO}'s)"
 _DO = r"(?:do|does|did|am|is|are|was|were|have|has)"
 _NOW = r"(?:(?:currently|now|still|actually|these days|at the moment|right now) )*"

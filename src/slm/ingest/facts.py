@@ -71,11 +71,14 @@ NAME_PATTERN = (
     rf"(?!(?:{'|'.join(sorted(_NOT_NAMES))})\b)"
     r"[A-Z][a-z]+(?:[-'][A-Z]?[a-z]+)?(?: [A-Z][a-z]+)?"
 )
-_RELATIVE = (
-    r"(?:[Mm]y|[Oo]ur) (?P<rel>sister|brother|mom|mum|mother|dad|father|wife|husband|"
-    r"partner|son|daughter|girlfriend|boyfriend|parents|grandma|grandmother|grandpa|"
-    r"grandfather|aunt|uncle|cousin|roommate|flatmate|best friend|friend|boss|manager)"
+#: The people a speaker names by relation ("my sister"): a fact about them is keyed by the
+#: speaker and the relation.
+RELATIVES = (
+    r"sister|brother|mom|mum|mother|dad|father|wife|husband|partner|son|daughter|girlfriend|"
+    r"boyfriend|parents|grandma|grandmother|grandpa|grandfather|aunt|uncle|cousin|roommate|"
+    r"flatmate|best friend|friend|boss|manager"
 )
+_RELATIVE = rf"(?:[Mm]y|[Oo]ur) (?P<rel>{RELATIVES})"
 _SUBJECT = rf"(?P<subj>{_RELATIVE}|{_FIRST}|{NAME_PATTERN})"
 _ADVERBS = r"(?:(?:now|currently|still|just|recently|finally|officially|also|actually) )*"
 #: Auxiliaries between a subject and its verb: "I'm", "we've been", "Ana has".
