@@ -15,10 +15,10 @@ LAYERS: list[set[str]] = [
     {"errors", "models", "text", "validate", "native", "contract"},
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
-    {"recall"},
-    {"engine", "supersede"},
-    {"cli", "cli_base", "cli_output", "mcp_server", "http", "migrate", "transfer", "backup", "demo",
-     "__init__", "__main__"},
+    {"recall", "learn"},
+    {"engine", "supersede", "items"},
+    {"cli", "cli_base", "cli_output", "mcp_server", "http", "http_models", "migrate", "transfer",
+     "backup", "demo", "__init__", "__main__"},
 ]  # fmt: skip
 
 

@@ -207,3 +207,24 @@ def test_bad_lifecycle_input_stores_nothing(run, args: list[str], message: str) 
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert run("list", "--json").stdout == before
+
+
+def test_feedback_for_a_recall_listed_and_reset(run) -> None:  # type: ignore[no-untyped-def]
+    made = json.loads(run("remember", "The boiler is serviced in May", "--json").stdout)
+    recalled = json.loads(run("recall", "boiler service", "--json").stdout)
+    told = run("feedback", made["id"], "--useful", "--query", recalled["query_id"], "--json")
+    assert told.exit_code == 0, told.output
+    assert json.loads(told.stdout)["query_id"] == recalled["query_id"]
+    assert "source trust is now" in run("feedback", made["id"], "--not-useful").output
+    listed = json.loads(run("feedback", "--list", "--json").stdout)["feedback"]
+    assert [(e["useful"], e["query_id"]) for e in listed] == [
+        (False, None),
+        (True, recalled["query_id"]),
+    ]
+    assert made["id"] in run("feedback", "--list").output
+    unknown = run("feedback", made["id"], "--useful", "--query", "b" * 32)
+    assert unknown.exit_code == 1 and "no recall with query id" in unknown.output
+    assert run("feedback", made["id"]).exit_code == 2  # --useful or --not-useful is needed
+    assert run("feedback").exit_code == 2
+    assert json.loads(run("feedback", "--reset", "--json").stdout) == {"forgotten": 2}
+    assert json.loads(run("feedback", "--list", "--json").stdout) == {"feedback": []}

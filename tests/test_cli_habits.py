@@ -105,7 +105,7 @@ def test_standard_input(db: Path) -> None:
     assert json.loads(made.stdout)["content"] == "Read from a pipe."
     lines = '{"content": "one"}\n{"content": "two"}\n'
     imported = slm("--db", db, "import", "-", "--json", input=lines)
-    assert json.loads(imported.stdout) == {"read": 2, "stored": 2, "existing": 0}
+    assert json.loads(imported.stdout) == {"read": 2, "stored": 2, "existing": 0, "feedback": 0}
     bad = slm("--db", db, "import", "-", input='{"content": "three"}\nnot json\n')
     assert "line 2: not valid JSON" in one_error_line(bad, 1)
     assert slm("--db", db, "list", "--json").stdout.count('"content"') == 3

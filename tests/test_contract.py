@@ -18,6 +18,7 @@ RESPONSE_KEYS = {
     "abstained",
     "abstention_reason",
     "query",
+    "query_id",
     "results",
 }
 RESULT_KEYS = {

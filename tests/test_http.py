@@ -278,6 +278,29 @@ def test_oversized_body_is_413(client: httpx.Client) -> None:
     assert streamed.status_code == 413 and error_of(streamed)["type"] == "too_large"
 
 
+def test_feedback_is_recorded_listed_refused_and_reset(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "feedback"}
+    made = client.post(
+        "/v1/memories", headers=headers, json={"content": "The boiler is serviced in May"}
+    ).json()
+    found = client.post("/v1/recall", headers=headers, json={"query": "boiler service"}).json()
+    body = {"memory_id": made["id"], "useful": True, "query_id": found["query_id"]}
+    told = client.post("/v1/feedback", headers=headers, json=body)
+    assert told.status_code == 201 and told.json()["query_id"] == found["query_id"]
+    listed = client.get("/v1/feedback", headers=headers).json()["feedback"]
+    assert [(e["memory_id"], e["useful"]) for e in listed] == [(made["id"], True)]
+    unknown = client.post("/v1/feedback", headers=headers, json={**body, "query_id": "c" * 32})
+    assert unknown.status_code == 404 and "no recall" in error_of(unknown)["message"]
+    other = client.post("/v1/feedback", headers={"X-SLM-Profile": "elsewhere"}, json=body)
+    assert other.status_code == 404
+    bad = client.post("/v1/feedback", headers=headers, json={**body, "query_id": "x"})
+    assert bad.status_code == 400 and error_of(bad)["field"] == "query_id"
+    typed = client.post("/v1/feedback", headers=headers, json={**body, "useful": "yes"})
+    assert typed.status_code == 400 and error_of(typed)["field"] == "useful"
+    assert client.delete("/v1/feedback", headers=headers).json() == {"forgotten": 1}
+    assert client.get("/v1/feedback", headers=headers).json() == {"feedback": []}
+
+
 # -- profiles, hosts and tokens -----------------------------------------------------------------
 
 
@@ -399,6 +422,9 @@ OPERATIONS = [
     ("DELETE", "/v1/memories/{memory_id}"),
     ("PATCH", "/v1/memories/{memory_id}"),
     ("GET", "/v1/health"),
+    ("POST", "/v1/feedback"),
+    ("GET", "/v1/feedback"),
+    ("DELETE", "/v1/feedback"),
 ]
 
 

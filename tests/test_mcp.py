@@ -12,7 +12,17 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
-TOOLS = {"remember", "update", "recall", "forget", "get", "list_recent", "trace", "health"}
+TOOLS = {
+    "remember",
+    "update",
+    "recall",
+    "forget",
+    "feedback",
+    "get",
+    "list_recent",
+    "trace",
+    "health",
+}
 
 
 def run_session(
@@ -247,5 +257,30 @@ def test_update_and_recall_what_holds(tmp_path: Path) -> None:
         cycle = await client.call_tool("update", {"id": old["id"], "content": "again"})
         assert "already superseded" in error_text(cycle)
         assert data(await client.call_tool("health", {}))["memories"] == 3
+
+    run_session(tmp_path, scenario)
+
+
+def test_feedback_names_the_recall_it_is_about(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        made = data(
+            await client.call_tool("remember", {"content": "The boiler is serviced in May"})
+        )
+        found = data(await client.call_tool("recall", {"query": "When is the boiler serviced?"}))
+        assert len(found["query_id"]) == 32
+        told = data(
+            await client.call_tool(
+                "feedback",
+                {"memory_id": made["id"], "useful": True, "query_id": found["query_id"]},
+            )
+        )
+        assert told["useful"] is True and told["query_id"] == found["query_id"]
+        assert told["ranking"]["rerank"] is False
+        unknown = {"memory_id": made["id"], "useful": False, "query_id": "a" * 32}
+        assert "no recall with query id" in error_text(await client.call_tool("feedback", unknown))
+        bad = {"memory_id": made["id"], "useful": True, "query_id": "nope"}
+        assert "query id must be" in error_text(await client.call_tool("feedback", bad))
+        missing = {"memory_id": "0" * 16, "useful": True}
+        assert "not found" in error_text(await client.call_tool("feedback", missing))
 
     run_session(tmp_path, scenario)

@@ -16,6 +16,7 @@ from slm.errors import (
     ConfigError,
     EmbedderError,
     InvalidInput,
+    ModelError,
     NotFound,
     SlmError,
     StoreError,
@@ -23,7 +24,7 @@ from slm.errors import (
 from slm.models import MemoryRecord
 from slm.settings import Settings
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "ALL_CHANNELS",
@@ -36,6 +37,7 @@ __all__ = [
     "Memory",
     "MemoryInput",
     "MemoryRecord",
+    "ModelError",
     "NotFound",
     "RecallResponse",
     "RecallResult",

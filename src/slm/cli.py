@@ -270,9 +270,19 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
         with progress(total, "imported", quiet) as update:
             report = import_jsonl(memory, path, progress=update)
     if as_json:
-        emit({"read": report.read, "stored": report.stored, "existing": report.existing})
+        emit(
+            {
+                "read": report.read,
+                "stored": report.stored,
+                "existing": report.existing,
+                "feedback": report.feedback,
+            }
+        )
     else:
-        click.echo(f"read {report.read}, stored {report.stored}, already present {report.existing}")
+        click.echo(
+            f"read {report.read}, stored {report.stored}, already present {report.existing}"
+            + (f"; {report.feedback} feedback events" if report.feedback else "")
+        )
 
 
 @cli.command()
@@ -301,18 +311,57 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("memory_id")
-@click.option("--useful/--not-useful", required=True, help="Was this memory useful?")
+@click.argument("memory_id", required=False)
+@click.option("--useful/--not-useful", default=None, help="Was this memory useful?")
+@click.option("--query", "query_id", help="The query_id of the recall it was useful for.")
+@click.option("--list", "listing", is_flag=True, help="List this profile's feedback.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--reset", is_flag=True, help="Forget all feedback and the learned ranker.")
 @json_option
 @click.pass_obj
-def feedback(obj: Context, memory_id: str, useful: bool, as_json: bool) -> None:
-    """Record whether a memory was useful; this updates its source's trust_score."""
+def feedback(
+    obj: Context,
+    memory_id: str | None,
+    useful: bool | None,
+    query_id: str | None,
+    listing: bool,
+    limit: int,
+    reset: bool,
+    as_json: bool,
+) -> None:
+    """Record whether a memory was useful (for the recall --query names), list feedback
+    (--list) or forget it (--reset). Feedback updates the source's trust_score and, with
+    the reranker and learning on, trains this profile's ranker (docs/learning.md)."""
+    if sum([memory_id is not None, listing, reset]) != 1:
+        raise click.UsageError("give a MEMORY_ID with --useful/--not-useful, or --list, or --reset")
     with obj.memory(create=False) as memory:
-        trust = memory.feedback(memory_id, useful=useful)
+        if reset:
+            count = memory.reset_feedback()
+            if as_json:
+                emit({"forgotten": count})
+            else:
+                click.echo(f"forgot {count} feedback events and the learned ranker")
+            return
+        if listing:
+            events = [e.to_dict() for e in memory.feedback_events(limit)]
+            if as_json:
+                emit({"feedback": events})
+                return
+            for e in events:
+                mark = "useful" if e["useful"] else "not useful"
+                click.echo(f"{e['at']}  {e['memory_id']}  {mark}  {e['query_id'] or '-'}")
+            return
+        if useful is None:
+            raise click.UsageError("say --useful or --not-useful")
+        assert memory_id is not None
+        report = memory.feedback_report(memory_id, useful=useful, query_id=query_id)
     if as_json:
-        emit({"id": memory_id, "useful": useful, "source_trust": trust})
-    else:
-        click.echo(f"source trust is now {trust:.3f}")
+        emit(report)
+        return
+    ranking = report["ranking"]
+    click.echo(f"source trust is now {report['source_trust']:.3f}")
+    if ranking["rerank"]:
+        click.echo(f"ranking model {ranking['model']} ({ranking['origin']})")
 
 
 @cli.command()
@@ -331,6 +380,12 @@ def health(obj: Context, as_json: bool) -> None:
     for name, state in report["channels"].items():
         status = "ok" if state["healthy"] else f"unhealthy ({state['reason']})"
         click.echo(f"  {name:<10} {status}")
+    ranking = report["ranking"]
+    if ranking["rerank"]:
+        learning = "on" if ranking["learning"] else "off"
+        click.echo(f"ranking  {ranking['model']} ({ranking['origin']}), learning {learning}")
+    else:
+        click.echo("ranking  fused order (reranker off)")
 
 
 @cli.command()

@@ -7,8 +7,9 @@ any adjustment; unbounded, diagnostic), ``memory_confidence`` (stored with the m
 Additive fields beside them: the memory's validity (``valid_from``, ``valid_to``,
 ``superseded_by``) and ``possibly_superseded_by`` (docs/lifecycle.md). The
 legacy aliases ``score`` and ``confidence`` are emitted unless ``legacy_aliases`` is off.
-Per response: version, calibration fields (always uncalibrated: slm publishes no answer
-probability), abstention, results and, on request, the trace.
+Per response: version, the ``query_id`` feedback names it by, calibration fields (always
+uncalibrated: slm publishes no answer probability), abstention, results and, on request,
+the trace.
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class RecallResponse:
     abstention_reason: str | None
     trace: Mapping[str, Any] | None = None
     legacy_aliases: bool = True
+    #: names this recall for feedback (``Memory.feedback(..., query_id=...)``)
+    query_id: str | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -94,6 +97,7 @@ class RecallResponse:
             "abstained": self.abstained,
             "abstention_reason": self.abstention_reason,
             "query": self.query,
+            "query_id": self.query_id,
             "results": [r.to_dict(self.legacy_aliases) for r in self.results],
         }
         if self.trace is not None:

@@ -6,11 +6,10 @@ store transaction. Reading: validate -> :func:`slm.recall.recall` (the read path
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -23,17 +22,22 @@ from slm import supersede, validate
 from slm.channels import Channel, build_channels, enabled, registered
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
-from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound
+from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
+from slm.items import MemoryInput, check_item, content_hash
+from slm.learn.adapt import Learning, feedback_event
+from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.settings import Settings, default_db_path
 from slm.store import Filters, Location, Store, open_store
-from slm.store.base import MAX_PASSAGES
+from slm.store.base import MAX_PASSAGES, FeedbackEvent
 from slm.text import terms
+
+__all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
 log = logging.getLogger("slm")
 log.addHandler(logging.NullHandler())
@@ -57,31 +61,6 @@ class Remembered:
     def to_dict(self) -> dict[str, Any]:
         """The memory's fields, with ``created`` and ``updates``."""
         return {**self.memory.to_dict(), "created": self.created, "updates": list(self.updates)}
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryInput:
-    """One item for :meth:`Memory.remember_many` (a plain dict with these keys works too)."""
-
-    content: str
-    event_time: datetime | str | None = None
-    source: str | None = None
-    confidence: float = 1.0
-    metadata: Mapping[str, Any] | str | None = None
-    tags: Sequence[str] = field(default_factory=tuple)
-    id: str | None = None
-    recorded_at: datetime | str | None = None
-    #: ids of stored memories this one replaces (docs/lifecycle.md)
-    supersedes: Sequence[str] = field(default_factory=tuple)
-    #: from when it holds (default: ``event_time``)
-    valid_from: datetime | str | None = None
-    #: until when it held, and what replaced it (an export's validity, carried by import)
-    valid_to: datetime | str | None = None
-    superseded_by: str | None = None
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class Memory:
@@ -122,6 +101,7 @@ class Memory:
             self.channels: dict[str, Channel] = build_channels(self.settings)
             self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
+            self.learning = Learning(self.store, self.profile, self.settings, self.recall_with)
         except BaseException:
             self.store.close()
             raise
@@ -180,6 +160,7 @@ class Memory:
 
     def close(self) -> None:
         self._queries.shutdown(wait=True)
+        self.learning.close()
         self.store.close()
 
     # -- writing ------------------------------------------------------------------------
@@ -263,7 +244,7 @@ class Memory:
             )
         now = datetime.now(UTC)
         numbered = len(batch) > 1
-        checked = [self._check_item(i, item, now, numbered) for i, item in enumerate(batch)]
+        checked = [check_item(i, item, now, numbered) for i, item in enumerate(batch)]
         known = self.store.existing(self.profile, [c.content_hash for c in checked])
         self._check_supersedes(checked, known)
         pending: dict[str, NewMemory] = {}
@@ -332,58 +313,9 @@ class Memory:
             for statements in found
         ]
 
-    def _check_item(
-        self, index: int, item: MemoryInput | Mapping[str, Any], now: datetime, numbered: bool
-    ) -> NewMemory:
-        try:
-            if isinstance(item, Mapping):
-                unknown = sorted(map(str, set(item) - _ITEM_FIELDS))
-                if unknown:
-                    raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
-                if "content" not in item:
-                    raise InvalidInput("content is missing", field="content")
-                item = MemoryInput(**item)
-            elif not isinstance(item, MemoryInput):
-                raise InvalidInput(
-                    f"expected a mapping or MemoryInput, not {type(item).__name__}", index=index
-                )
-            text = validate.content(item.content)
-            recorded = validate.timestamp(item.recorded_at, "recorded_at") or now
-            event_time = validate.timestamp(item.event_time) or recorded
-            valid_from = validate.timestamp(item.valid_from, "valid_from")
-            valid_to = validate.timestamp(item.valid_to, "valid_to")
-            superseded_by = item.superseded_by
-            if superseded_by is not None:
-                superseded_by = validate.memory_id(superseded_by, "superseded_by")
-            if valid_to is not None and valid_to < (valid_from or event_time):
-                raise InvalidInput("valid_to must not be before valid_from", field="valid_to")
-            if superseded_by is not None and valid_to is None:
-                raise InvalidInput("superseded_by needs valid_to", field="superseded_by")
-            return NewMemory(
-                content=text,
-                content_hash=content_hash(text),
-                event_time=event_time,
-                recorded_at=recorded,
-                source=validate.source(item.source),
-                confidence=validate.confidence(item.confidence),
-                metadata=validate.metadata(item.metadata),
-                tags=validate.tags(item.tags),
-                terms=(),
-                vector=b"",
-                id=validate.memory_id(item.id) if item.id is not None else None,
-                valid_from=valid_from,
-                valid_to=valid_to,
-                superseded_by=superseded_by,
-                supersedes=validate.supersedes(item.supersedes),
-            )
-        except InvalidInput as exc:
-            if numbered:
-                raise InvalidInput(f"item {index}: {exc}", field=exc.field, index=index) from None
-            raise
-
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
-        self._check_item(0, item, datetime.now(UTC), numbered=False)
+        check_item(0, item, datetime.now(UTC), numbered=False)
 
     def forget(self, ids: str | Iterable[str]) -> list[str]:
         """Remove memories (and every derived index entry) in one transaction.
@@ -392,14 +324,52 @@ class Memory:
         """
         return self.store.delete(self.profile, validate.memory_ids(ids))
 
-    def feedback(self, memory_id: str, *, useful: bool) -> float:
-        """Record whether a recalled memory was useful; updates its source's trust.
-
-        Returns the source's new ``trust_score``.
+    def feedback(self, memory_id: str, *, useful: bool, query_id: str | None = None) -> float:
+        """Record whether a memory was useful, for the recall ``query_id`` names (from its
+        response) or in general. It counts toward the trust of the memory's source and,
+        with a ``query_id`` and learning on, trains this profile's ranker
+        (docs/learning.md). Returns the source's new ``trust_score``.
         """
+        useful = validate.flag(useful, "useful")
+        query_id = validate.query_id(query_id)
         record = self.get(memory_id)
-        self.store.add_feedback(self.profile, record.source or "", bool(useful))
+        self.learning.flush()  # the recall named may have been logged a moment ago
+        if query_id is not None and not self.store.logged_recalls(self.profile, [query_id]):
+            raise NotFound(
+                f"no recall with query id {query_id} in profile {self.profile!r} (query ids "
+                "are kept for the newest recalls and those feedback names; docs/learning.md)"
+            )
+        event = feedback_event(record.id, useful, query_id)
+        self.store.add_feedback(self.profile, record.source or "", useful, event)
+        try:
+            self.learning.after_feedback(event)
+        except SlmError as exc:  # the feedback is kept; learning tries again with the next
+            log.warning("slm: learning from feedback failed: %s", exc)
         return self.source_trust(record.source)
+
+    def feedback_report(
+        self, memory_id: str, *, useful: bool, query_id: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`feedback`, answered as the adapters report it: what was recorded, the
+        source's new trust and the state of this profile's ranker."""
+        trust = self.feedback(memory_id, useful=useful, query_id=query_id)
+        return {
+            "memory_id": memory_id,
+            "useful": useful,
+            "query_id": query_id,
+            "source_trust": round(trust, 6),
+            "ranking": self.learning.describe(),
+        }
+
+    def feedback_events(self, limit: int = 20, offset: int = 0) -> list[FeedbackEvent]:
+        """The profile's feedback, newest first."""
+        limit, offset = validate.limit_offset(limit, offset)
+        return self.store.feedback_events(self.profile, limit, offset)
+
+    def reset_feedback(self) -> int:
+        """Forget this profile's feedback, its recall log, its sources' trust and its
+        learned ranker; returns how many feedback events were forgotten."""
+        return self.learning.reset()
 
     def source_trust(self, source: str | None) -> float:
         """The ``trust_score`` of a source's memories (docs/scoring.md, "Trust")."""
@@ -494,8 +464,51 @@ class Memory:
         anchors relative time expressions in the query (default: ``as_of``, else the
         current time). Memories superseded by then are left out unless
         ``include_superseded``; ``as_of`` answers with the memories that held at that
-        moment (docs/lifecycle.md).
+        moment (docs/lifecycle.md). With the reranker on (``Settings.rerank``), a learned
+        model reorders the top (docs/learning.md). The response's ``query_id`` names this
+        recall for :meth:`feedback`.
         """
+        if not isinstance(tags, str | bytes) and isinstance(tags, Iterable):
+            tags = tuple(tags)  # read once: a generator is used up by the recall
+        if (
+            channels is not None
+            and not isinstance(channels, str)
+            and isinstance(channels, Iterable)
+        ):
+            channels = tuple(channels)
+        request: dict[str, Any] = {
+            "k": k,
+            "source": source,
+            "tags": tags,
+            "after": after,
+            "before": before,
+            "channels": channels,
+            "now": now,
+            "include_superseded": include_superseded,
+            "as_of": as_of,
+        }
+        response = self.recall_with(self.learning.reranking(), query, trace=trace, **request)
+        return self.learning.logged(response, request)
+
+    def recall_with(
+        self,
+        reranking: Reranking | None,
+        query: str,
+        *,
+        k: int = 10,
+        trace: bool = False,
+        source: str | None = None,
+        tags: Sequence[str] = (),
+        after: datetime | str | None = None,
+        before: datetime | str | None = None,
+        channels: Sequence[str] | None = None,
+        now: datetime | str | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | str | None = None,
+    ) -> RecallResponse:
+        """:meth:`recall` reranking with ``reranking`` instead of the settings' choice (None:
+        no reranker): how feedback reads a recall's features, and how the benchmarks compare
+        models on one store."""
         text = validate.query(query)
         k = validate.k(k)
         if not isinstance(include_superseded, bool):
@@ -529,6 +542,7 @@ class Memory:
             allowed=allowed,
             hide_superseded=not include_superseded and valid_at is None,
             want_trace=trace,
+            reranking=reranking,
         )
         for run in runs:
             if run.error is not None:
@@ -547,6 +561,7 @@ class Memory:
             "store": self.store.health(),
             "embedder": self.embedder.health(),
             "channels": channels,
+            "ranking": self.learning.describe(),
         }
 
 
@@ -594,9 +609,6 @@ def _with_derived(
         batch_links=batch_links,
         facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
     )
-
-
-_ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))
 
 
 def _filters(

@@ -8,6 +8,7 @@ MCP server returns a tool error, the HTTP API answers with a 4xx/5xx JSON body.
     ├── InvalidInput        bad argument from the caller (HTTP 400); also a ValueError
     ├── NotFound            no memory with that id in this profile (HTTP 404); also a KeyError
     ├── ConfigError         settings, environment or store/embedder mismatch
+    │   └── ModelError      a ranking model is corrupt or was made for other features
     ├── ChannelUnavailable  a required retrieval channel is unhealthy at startup
     ├── EmbedderError       the embedding model could not be loaded or run
     └── StoreError          the store could not be opened, read or written
@@ -56,6 +57,11 @@ class ConfigError(SlmError):
     """Settings or environment are inconsistent (e.g. a store built with another embedder)."""
 
 
+class ModelError(ConfigError):
+    """A ranking model (a file, or a profile's learned model) cannot be used: not a model,
+    corrupt, or trained on other features than this version computes."""
+
+
 class ChannelUnavailable(SlmError):
     """A channel listed in ``required_channels`` is unhealthy."""
 
@@ -87,6 +93,7 @@ OUTCOMES: dict[type[SlmError], Outcome] = {
     EmbedderError: Outcome(503, "unavailable", 1, "unavailable"),
     StoreError: Outcome(503, "unavailable", 1, "unavailable"),
     ConfigError: Outcome(500, "error", 1, "configuration error"),
+    ModelError: Outcome(500, "error", 1, "ranking model error"),
     SlmError: Outcome(500, "error", 1, "error"),
 }
 

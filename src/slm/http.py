@@ -37,12 +37,23 @@ try:
     from fastapi.exceptions import RequestValidationError
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.responses import HTMLResponse, JSONResponse
-    from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
-    from pydantic.config import JsonDict
     from starlette.exceptions import HTTPException
     from starlette.staticfiles import StaticFiles
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
     from swagger_ui_bundle import swagger_ui_path
+
+    from slm.http_models import (
+        FeedbackIn,
+        Forgotten,
+        MemoryBatch,
+        MemoryList,
+        MemoryOut,
+        RecallIn,
+        RecallOut,
+        RememberBody,
+        UpdateIn,
+        ok,
+    )
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
@@ -52,141 +63,6 @@ MAX_BODY_BYTES = 1024 * 1024
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"
 _MEMORY_ID = "^[0-9a-f]{16}$"
-
-
-# -- request and response shapes -----------------------------------------------------------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-_TIME: JsonDict = {"format": "date-time"}
-
-
-class MemoryIn(_Body):
-    content: str = Field(min_length=1, description="The memory text (at most 512 KiB of UTF-8).")
-    event_time: str | None = Field(
-        None, json_schema_extra=_TIME, description="When it happened, ISO 8601; default now."
-    )
-    source: str | None = Field(None, description="Who or what said it.")
-    confidence: float = Field(1.0, ge=0, le=1, description="Stored confidence, 0..1.")
-    metadata: dict[str, Any] | None = Field(None, description="A JSON object kept as is.")
-    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
-    supersedes: list[str] = Field(
-        default_factory=list,
-        max_length=validate.MAX_SUPERSEDES,
-        description="Ids of stored memories this one replaces.",
-    )
-    valid_from: str | None = Field(
-        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
-    )
-
-
-class UpdateIn(_Body):
-    content: str = Field(min_length=1, description="What is true now (at most 512 KiB).")
-    event_time: str | None = Field(
-        None, json_schema_extra=_TIME, description="When it changed, ISO 8601; default now."
-    )
-    source: str | None = Field(None, description="Default: the old memory's.")
-    confidence: float | None = Field(None, ge=0, le=1, description="Default: the old memory's.")
-    metadata: dict[str, Any] | None = Field(None, description="Default: the old memory's.")
-    tags: list[str] | None = Field(None, max_length=validate.MAX_TAGS)
-    valid_from: str | None = Field(
-        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
-    )
-
-
-class MemoryBatch(_Body):
-    memories: list[MemoryIn] = Field(max_length=validate.MAX_BATCH)
-
-
-def _one_or_batch(value: Any) -> str:
-    return "batch" if isinstance(value, dict) and "memories" in value else "one"
-
-
-RememberBody = Annotated[
-    Annotated[MemoryIn, Tag("one")] | Annotated[MemoryBatch, Tag("batch")],
-    Discriminator(_one_or_batch),
-]
-
-
-class RecallIn(_Body):
-    query: str = Field(min_length=1, description="The question, in plain words (at most 4 KiB).")
-    k: int = Field(10, ge=1, le=validate.MAX_K, description="How many results.")
-    trace: bool = Field(False, description="Include the per-channel trace.")
-    source: str | None = None
-    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
-    after: str | None = Field(None, json_schema_extra=_TIME, description="Event time >= this.")
-    before: str | None = Field(None, json_schema_extra=_TIME, description="Event time < this.")
-    channels: list[str] | None = Field(None, description="Run only these channels.")
-    now: str | None = Field(None, description="Anchor for relative dates in the query.")
-    include_superseded: bool = Field(False, description="Also return superseded memories.")
-    as_of: str | None = Field(
-        None, json_schema_extra=_TIME, description="Answer with what held at this time."
-    )
-
-
-class MemoryOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    id: str
-    content: str
-    event_time: str
-    recorded_at: str
-    source: str | None
-    metadata: dict[str, Any]
-    tags: list[str]
-
-
-class MemoryList(BaseModel):
-    memories: list[MemoryOut]
-
-
-class ResultOut(MemoryOut):
-    relevance_score: float
-    ranking_score: float
-    memory_confidence: float
-    trust_score: float
-    rank_position: int
-
-
-class RecallOut(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    score_contract_version: str
-    calibration_status: str
-    calibration_id: None
-    answer_confidence: None
-    abstained: bool
-    abstention_reason: str | None
-    query: str
-    results: list[ResultOut]
-
-
-class Forgotten(BaseModel):
-    forgotten: list[str]
-
-
-class ErrorDetail(BaseModel):
-    type: str
-    message: str
-    field: str | None = None
-
-
-class ErrorOut(BaseModel):
-    error: ErrorDetail
-
-
-_ERRORS: dict[int | str, dict[str, Any]] = {
-    "4XX": {"model": ErrorOut, "description": "Invalid input, unknown id, body too large."},
-    "5XX": {"model": ErrorOut, "description": "The store or model failed."},
-}
-
-
-def _ok(model: type[BaseModel] | None, status: int = 200) -> dict[int | str, dict[str, Any]]:
-    body: dict[str, Any] = {"model": model} if model else {}
-    if model is None:
-        body["content"] = {"application/json": {"schema": {"type": "object"}}}
-    return {status: body, **_ERRORS}
 
 
 # -- profiles --------------------------------------------------------------------------------
@@ -322,7 +198,7 @@ def create_app(
 
 
 def _add_routes(app: FastAPI) -> None:
-    @app.post("/v1/memories", status_code=201, responses={**_ok(None, 201), 200: {}})
+    @app.post("/v1/memories", status_code=201, responses={**ok(None, 201), 200: {}})
     def remember(body: RememberBody, memory: Mem) -> JSONResponse:
         """Store one memory (an object) or a batch (``{"memories": [...]}``), all or nothing.
 
@@ -336,18 +212,18 @@ def _add_routes(app: FastAPI) -> None:
         data = {"memories": out} if isinstance(body, MemoryBatch) else out[0]
         return JSONResponse(data, status_code=201 if any(d.created for d in done) else 200)
 
-    @app.post("/v1/recall", responses=_ok(RecallOut))
+    @app.post("/v1/recall", responses=ok(RecallOut))
     def recall(body: RecallIn, memory: Mem) -> JSONResponse:
         """The memories most relevant to the query, as a score contract v2 response."""
         options = body.model_dump(exclude={"query"})
         return JSONResponse(memory.recall(body.query, **options).to_dict())
 
-    @app.get("/v1/memories/{memory_id}", responses=_ok(MemoryOut))
+    @app.get("/v1/memories/{memory_id}", responses=ok(MemoryOut))
     def get(memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem) -> JSONResponse:
         """One memory by id."""
         return JSONResponse(memory.get(memory_id).to_dict())
 
-    @app.get("/v1/memories", responses=_ok(MemoryList))
+    @app.get("/v1/memories", responses=ok(MemoryList))
     def list_memories(
         memory: Mem,
         limit: Annotated[int, Query(ge=1, le=validate.MAX_LIST_LIMIT)] = 20,
@@ -359,7 +235,7 @@ def _add_routes(app: FastAPI) -> None:
         records = memory.list(limit, offset, source=source, tags=tag)
         return JSONResponse({"memories": [r.to_dict() for r in records]})
 
-    @app.delete("/v1/memories/{memory_id}", responses=_ok(Forgotten))
+    @app.delete("/v1/memories/{memory_id}", responses=ok(Forgotten))
     def forget(
         memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem
     ) -> JSONResponse:
@@ -368,7 +244,7 @@ def _add_routes(app: FastAPI) -> None:
             raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
         return JSONResponse({"forgotten": [memory_id]})
 
-    @app.patch("/v1/memories/{memory_id}", status_code=201, responses={**_ok(None, 201), 200: {}})
+    @app.patch("/v1/memories/{memory_id}", status_code=201, responses={**ok(None, 201), 200: {}})
     def update(
         memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], body: UpdateIn, memory: Mem
     ) -> JSONResponse:
@@ -378,7 +254,29 @@ def _add_routes(app: FastAPI) -> None:
         done = memory.update(memory_id, **body.model_dump(exclude_unset=True))
         return JSONResponse(done.to_dict(), status_code=201 if done.created else 200)
 
-    @app.get("/v1/health", responses=_ok(None))
+    @app.post("/v1/feedback", status_code=201, responses=ok(None, 201))
+    def feedback(body: FeedbackIn, memory: Mem) -> JSONResponse:
+        """Record whether a memory was useful, for the recall ``query_id`` names; with the
+        reranker and learning on it trains the profile's ranker (docs/learning.md)."""
+        report = memory.feedback_report(body.memory_id, useful=body.useful, query_id=body.query_id)
+        return JSONResponse(report, status_code=201)
+
+    @app.get("/v1/feedback", responses=ok(None))
+    def list_feedback(
+        memory: Mem,
+        limit: Annotated[int, Query(ge=1, le=validate.MAX_LIST_LIMIT)] = 20,
+        offset: Annotated[int, Query(ge=0, le=validate.MAX_OFFSET)] = 0,
+    ) -> JSONResponse:
+        """The profile's feedback, newest first."""
+        events = memory.feedback_events(limit, offset)
+        return JSONResponse({"feedback": [e.to_dict() for e in events]})
+
+    @app.delete("/v1/feedback", responses=ok(None))
+    def reset_feedback(memory: Mem) -> JSONResponse:
+        """Forget the profile's feedback, its recall log and its learned ranker."""
+        return JSONResponse({"forgotten": memory.reset_feedback()})
+
+    @app.get("/v1/health", responses=ok(None))
     def health(memory: Mem) -> JSONResponse:
         """Store, embedder and channel health, and the profile's memory count."""
         return JSONResponse(memory.health())

@@ -57,6 +57,12 @@ FORGET = """\
 Delete memories by id (from recall, get or list_recent) when the user asks you to forget
 something or a memory is wrong; store the corrected fact with remember."""
 
+FEEDBACK = """\
+Say whether a recalled memory helped: `useful` true or false, with the `query_id` of the
+recall response it came from. Feedback teaches this memory's ranking over time (when the
+reranker and learning are on) and adjusts its source's trust_score; give it when a memory
+clearly answered the question or clearly did not."""
+
 GET = "Fetch one memory by its id (16 lowercase hex characters)."
 
 LIST_RECENT = """\
@@ -201,6 +207,15 @@ def build_server(memory: Memory) -> MCPServer:
 
         return _call(run)
 
+    def feedback(
+        memory_id: Annotated[str, Field(description="The memory's id.")],
+        useful: Annotated[bool, Field(description="Did it help answer the question?")],
+        query_id: Annotated[
+            str | None, Field(description="The query_id of the recall it came from.")
+        ] = None,
+    ) -> dict[str, Any]:
+        return _call(lambda: memory.feedback_report(memory_id, useful=useful, query_id=query_id))
+
     def get(id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
         return _call(lambda: memory.get(id).to_dict())
 
@@ -227,6 +242,7 @@ def build_server(memory: Memory) -> MCPServer:
         (update, UPDATE),
         (recall, RECALL),
         (forget, FORGET),
+        (feedback, FEEDBACK),
         (get, GET),
         (list_recent, LIST_RECENT),
         (trace, TRACE),

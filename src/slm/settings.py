@@ -60,6 +60,12 @@ class Settings:
             ``"suggest"`` (the default) links it to the memory it updates, reported in the
             ``remember`` result and as ``possibly_superseded_by`` in recall; ``"auto"``
             also supersedes the older memory.
+        rerank: reorder the top of each recall with a learned ranking model
+            (docs/learning.md); it changes ``ranking_score`` and order only.
+        rerank_model: a ranking model file to use instead of the one that ships with slm
+            (``slm bench learning --train-default --out FILE`` writes one).
+        learning: with ``rerank``, let a profile's own feedback train its ranker (it takes
+            over from the shipped model only after enough feedback and a shadow test).
     """
 
     channels: tuple[str, ...] | None = None
@@ -83,6 +89,9 @@ class Settings:
     role_boost: float = 0.03
     fact_boost: float = 0.03
     update_policy: str = "suggest"
+    rerank: bool = False
+    rerank_model: str | None = None
+    learning: bool = True
 
     def __post_init__(self) -> None:
         if self.embedder not in EMBEDDERS:
@@ -109,7 +118,8 @@ class Settings:
 
         ``SLM_CHANNELS`` and ``SLM_REQUIRED_CHANNELS`` are comma-separated channel names,
         ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number,
-        ``SLM_LEGACY_ALIASES`` is a boolean (1/0, true/false, yes/no, on/off) and
+        ``SLM_LEGACY_ALIASES``, ``SLM_RERANK`` and ``SLM_LEARNING`` are booleans (1/0,
+        true/false, yes/no, on/off), ``SLM_RERANK_MODEL`` is a model file and
         ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``.
         """
         env = os.environ if env is None else env
@@ -129,6 +139,12 @@ class Settings:
                 raise ConfigError(f"SLM_RRF_K is not a number: {env['SLM_RRF_K']!r}") from None
         if "SLM_LEGACY_ALIASES" in env:
             values["legacy_aliases"] = parse_bool(env["SLM_LEGACY_ALIASES"], "SLM_LEGACY_ALIASES")
+        for name in ("rerank", "learning"):
+            variable = f"SLM_{name.upper()}"
+            if variable in env:
+                values[name] = parse_bool(env[variable], variable)
+        if env.get("SLM_RERANK_MODEL", "").strip():
+            values["rerank_model"] = env["SLM_RERANK_MODEL"].strip()
         if "SLM_UPDATE_POLICY" in env:
             values["update_policy"] = env["SLM_UPDATE_POLICY"].strip().lower()
         values.update(overrides)

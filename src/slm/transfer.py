@@ -8,6 +8,11 @@ file imports back with the same ids, times, metadata and validity (the probable 
 between memories are derived from their text again, the same way). Import validates the whole file
 before storing anything, then stores it in batches; identical content is never stored
 twice, so re-running an interrupted import completes it without duplicates.
+
+The profile's feedback follows its memories, one line each: ``{"feedback": {"memory_id",
+"useful", "query_id", "at", "request"}}`` (``request``: what the recall named by
+``query_id`` asked, so the imported profile can learn from it again). Import records
+each event once, after the memories, skipping those already there.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from slm import validate
 from slm.engine import Memory
-from slm.errors import InvalidInput
+from slm.errors import InvalidInput, NotFound
+from slm.models import to_micros
+from slm.store.base import FeedbackEvent, LoggedRecall
+from slm.store.feedback_rows import MAX_FEEDBACK
 
 IMPORT_BATCH = 256
 _FIELDS = (
@@ -42,6 +51,8 @@ class ImportReport:
     read: int
     stored: int
     existing: int
+    #: feedback events recorded (those already there are not counted)
+    feedback: int = 0
 
 
 def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -71,6 +82,9 @@ def check_jsonl(memory: Memory, path: str | Path) -> int:
         try:
             for number, item in _lines(handle):
                 try:
+                    if "feedback" in item:
+                        _feedback_event(item)
+                        continue
                     memory.validate_item(item)
                 except InvalidInput as exc:
                     raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
@@ -86,9 +100,13 @@ def import_jsonl(
     """Store every line of ``path``; see the module docstring for guarantees."""
     check_jsonl(memory, path)
     read = stored = 0
+    feedback: list[dict[str, Any]] = []
     with _open(path) as handle:
         batch: list[dict[str, Any]] = []
         for _, item in _lines(handle):
+            if "feedback" in item:
+                feedback.append(item)
+                continue
             batch.append(item)
             if len(batch) == IMPORT_BATCH:
                 stored += _store(memory, batch)
@@ -101,7 +119,8 @@ def import_jsonl(
             read += len(batch)
             if progress:
                 progress(len(batch))
-    return ImportReport(read=read, stored=stored, existing=read - stored)
+    recorded = _store_feedback(memory, feedback)
+    return ImportReport(read=read, stored=stored, existing=read - stored, feedback=recorded)
 
 
 def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
@@ -111,14 +130,104 @@ def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
 
 
 def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
-    """Write every memory of the profile, oldest key first; return how many."""
+    """Write every memory of the profile, oldest key first, then its feedback; return how
+    many memories."""
     written, after = 0, 0
     while True:
         records = memory.store.scan(memory.profile, after, page)
         if not records:
+            _export_feedback(memory, handle)
             return written
         for record in records:
             row = record.to_dict()
             handle.write(json.dumps({f: row[f] for f in _FIELDS}, ensure_ascii=False) + "\n")
         written += len(records)
         after = records[-1].key
+
+
+def _export_feedback(memory: Memory, handle: IO[str]) -> int:
+    """Write the profile's feedback events, oldest first, each with its recall's request."""
+    memory.learning.flush()
+    events = memory.store.feedback_events(memory.profile, MAX_FEEDBACK)[::-1]
+    named = [e.query_id for e in events if e.query_id is not None]
+    logged = memory.store.logged_recalls(memory.profile, named)
+    for event in events:
+        entry = logged.get(event.query_id or "")
+        line = {
+            **event.to_dict(),
+            "request": json.loads(entry.request) if entry is not None else None,
+        }
+        handle.write(json.dumps({"feedback": line}, ensure_ascii=False) + "\n")
+    return len(events)
+
+
+def _feedback_event(item: dict[str, Any]) -> tuple[FeedbackEvent, dict[str, Any] | None]:
+    """The event of a feedback line, and its recall's request; InvalidInput if malformed."""
+    body = item["feedback"]
+    if set(item) != {"feedback"} or not isinstance(body, dict):
+        raise InvalidInput('a feedback line is {"feedback": {...}} and nothing else')
+    unknown = sorted(set(body) - {"memory_id", "useful", "query_id", "at", "request"})
+    if unknown:
+        raise InvalidInput(f"unknown feedback field(s) {', '.join(unknown)}", field=unknown[0])
+    request = body.get("request")
+    if request is not None and not (
+        isinstance(request, dict) and "query" in request and set(request) <= _REQUEST_FIELDS
+    ):
+        raise InvalidInput(
+            f"feedback request must be a recall request with the fields "
+            f"{', '.join(sorted(_REQUEST_FIELDS))}",
+            field="request",
+        )
+    at = validate.timestamp(body.get("at"), "at")
+    if at is None:
+        raise InvalidInput("feedback needs its time, 'at'", field="at")
+    event = FeedbackEvent(
+        validate.memory_id(body.get("memory_id"), "memory_id"),
+        validate.flag(body.get("useful"), "useful"),
+        validate.query_id(body.get("query_id")),
+        to_micros(at),
+    )
+    return event, request
+
+
+#: What a logged recall request may hold (``Learning.logged``).
+_REQUEST_FIELDS = frozenset(
+    {"query", "k", "now", "source", "tags", "after", "before", "channels"}
+    | {"include_superseded", "as_of"}
+)
+
+
+def _store_feedback(memory: Memory, items: list[dict[str, Any]]) -> int:
+    """Record the feedback lines not already in the profile (same memory, label, recall and
+    time), nor older than the profile's own label on the same recall and memory; events on
+    memories the profile lacks are skipped. Returns how many recorded."""
+    events = memory.store.feedback_events(memory.profile, MAX_FEEDBACK)
+    have = {(e.memory_id, e.useful, e.query_id, e.created_at) for e in events}
+    latest: dict[tuple[str, str], int] = {}
+    for e in events:
+        if e.query_id is not None:
+            key = (e.query_id, e.memory_id)
+            latest[key] = max(latest.get(key, e.created_at), e.created_at)
+    recorded = 0
+    for item in items:
+        event, request = _feedback_event(item)
+        if (event.memory_id, event.useful, event.query_id, event.created_at) in have:
+            continue
+        pair = (event.query_id or "", event.memory_id)
+        if event.query_id is not None and latest.get(pair, -1) >= event.created_at:
+            continue
+        if event.query_id is not None:
+            latest[pair] = event.created_at
+        try:
+            record = memory.get(event.memory_id)
+        except NotFound:
+            continue
+        query_id = event.query_id
+        if query_id is not None and not memory.store.logged_recalls(memory.profile, [query_id]):
+            if request is None:
+                continue
+            entry = LoggedRecall(query_id, event.created_at, json.dumps(request), "[]")
+            memory.store.log_recall(memory.profile, entry)
+        memory.store.add_feedback(memory.profile, record.source or "", event.useful, event)
+        recorded += 1
+    return recorded

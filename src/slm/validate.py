@@ -95,6 +95,27 @@ def memory_id(value: object, field: str = "id") -> str:
     return value
 
 
+_QUERY_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+
+
+def query_id(value: object) -> str | None:
+    """A recall's ``query_id`` (32 lowercase hex characters), or None."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _QUERY_ID_PATTERN.fullmatch(value):
+        raise InvalidInput(
+            f"query id must be 32 lowercase hex characters, got {_show(value)}", field="query_id"
+        )
+    return value
+
+
+def flag(value: object, field: str) -> bool:
+    """A boolean argument: true or false, nothing else."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{field} must be true or false, got {_show(value)}", field=field)
+    return value
+
+
 def memory_ids(values: object) -> list[str]:
     """One id or an iterable of ids, deduplicated in order; at most ``MAX_IDS_PER_CALL``."""
     if isinstance(values, str):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +51,9 @@ _ABLATE = click.option(
     "--ablate", is_flag=True, help="Also run with each channel switched off in turn."
 )
 _CHANNELS = click.option("--channels", help="Comma-separated channels (default: all).")
+_RERANK = click.option(
+    "--rerank", is_flag=True, help="Rerank with the shipped model (docs/learning.md)."
+)
 _QUESTIONS = click.option(
     "--questions", type=click.IntRange(1), help="Only the first N questions of each."
 )
@@ -71,7 +75,7 @@ def _quality_options(data_help: str, unit: str) -> Callable[[F], F]:
     first = click.option(f"--{unit}s", type=click.IntRange(1), help=f"Only the first N {unit}s.")
 
     def decorate(command: F) -> F:
-        options = [data, _OUT, _JSON, _QUIET, _ABLATE, _CHANNELS, dsn, first, _QUESTIONS]
+        options = [data, _OUT, _JSON, _QUIET, _ABLATE, _CHANNELS, dsn, first, _QUESTIONS, _RERANK]
         for option in reversed(options):
             command = option(command)
         return command
@@ -86,19 +90,21 @@ def _quality(
     as_json: bool,
     quiet: bool,
     channels: str | None,
+    rerank: bool,
     **run: Any,
 ) -> None:
     """Run the ``slm_bench.<name>`` harness with the shared options and emit its report."""
     harness = importlib.import_module(f"slm_bench.{name}")
     chosen = channel_names(channels, "--channels") if channels else None
-
-    report = harness.run(
-        data, settings=Settings.from_env(), channels=chosen, progress=_progress(quiet), **run
-    )
+    settings = Settings.from_env()
+    settings = replace(settings, rerank=True) if rerank else settings
+    report = harness.run(data, settings=settings, channels=chosen, progress=_progress(quiet), **run)
     limits = {k: v for k, v in run.items() if k not in ("dsn", "ablate")}
     options = {"--channels": channels, **{f"--{k}": v for k, v in limits.items()}}
     command = [f"slm bench {name} --data {data}", *(f"{k} {v}" for k, v in options.items() if v)]
-    report["command"] = " ".join(command + (["--ablate"] if run["ablate"] else []))
+    flags = (["--ablate"] if run["ablate"] else []) + (["--rerank"] if rerank else [])
+    report["command"] = " ".join(command + flags)
+    report["rerank"] = settings.rerank
     _emit(report, out, as_json, harness.markdown)
 
 
@@ -114,6 +120,7 @@ def locomo(
     dsn: str | None,
     conversations: int | None,
     questions: int | None,
+    rerank: bool,
 ) -> None:
     """Retrieval quality on LoCoMo conversations (protocol: docs/benchmarks.md)."""
     _quality(
@@ -123,6 +130,7 @@ def locomo(
         as_json,
         quiet,
         channels,
+        rerank,
         dsn=dsn,
         ablate=ablate,
         conversations=conversations,
@@ -144,6 +152,7 @@ def retrieval(
     dsn: str | None,
     instances: int | None,
     questions: int | None,
+    rerank: bool,
 ) -> None:
     """Retrieval quality and abstention on any conversation set (BEAM, your own data)."""
     _quality(
@@ -153,6 +162,7 @@ def retrieval(
         as_json,
         quiet,
         channels,
+        rerank,
         dsn=dsn,
         ablate=ablate,
         instances=instances,
@@ -287,6 +297,72 @@ def lifecycle(
     flags = f" --seed {seed} --histories {histories} --phrasings {phrasings}"
     flags += f" --locomo {locomo}" if locomo else ""
     report["command"] = f"slm bench lifecycle{flags}"
+    _emit(report, out, as_json, harness.markdown)
+
+
+@bench.command()
+@_OUT
+@_JSON
+@_QUIET
+@click.option(
+    "--locomo",
+    "locomo_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The LoCoMo dev file.",
+)
+@click.option(
+    "--beam",
+    "beam_file",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file in the generic layout (the BEAM dev file).",
+)
+@click.option(
+    "--cache",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Keep each file's windows here and reuse them (skips storing the data again).",
+)
+@click.option(
+    "--share",
+    type=click.FloatRange(0.05, 0.95),
+    default=0.3,
+    show_default=True,
+    help="Share of each group's questions that gets simulated feedback.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@click.option(
+    "--train-default",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also train a model on both files and write it here (the shipped model is made so).",
+)
+def learning(
+    out: Path | None,
+    as_json: bool,
+    quiet: bool,
+    locomo_file: Path,
+    beam_file: Path,
+    cache: Path | None,
+    share: float,
+    seed: int,
+    train_default: Path | None,
+) -> None:
+    """The reranker and learning from feedback, on data they were not trained on
+    (docs/learning.md)."""
+    from slm_bench import learning as harness
+
+    settings = Settings.from_env(rerank=False)
+    files = {
+        name: harness.load_or_collect(path, settings, cache, _progress(quiet))
+        for name, path in (("locomo-dev", locomo_file), ("beam-dev", beam_file))
+    }
+    report = harness.evaluate(files, share=share, seed=seed)
+    flags = f" --locomo {locomo_file} --beam {beam_file} --share {share} --seed {seed}"
+    report["command"] = f"slm bench learning{flags}"
+    if train_default is not None:
+        model = harness.train([s for seen in files.values() for s in seen], "locomo-dev + beam-dev")
+        train_default.write_text(model.to_json() + "\n", encoding="utf-8")
+        report["trained"] = {"file": str(train_default), "model": model.id}
     _emit(report, out, as_json, harness.markdown)
 
 

@@ -5,7 +5,8 @@
     fusion      pure scoring functions: weighted RRF, relevance, boosts, trust
     evidence    relevance_score and the evidence floor (abstention)
     enhance     boosts after fusion: entity graph, role
-    pipeline    fuse -> evidence -> floor -> enhance -> hydrate -> the contract response
+    pipeline    fuse -> evidence -> floor -> enhance -> rerank -> hydrate -> the contract
+                response (the reranker and its features: ``slm.learn``)
     trace       what happened, for ``trace=True``
 
 :func:`recall` strings them together; ``slm.engine.Memory.recall`` validates its arguments
@@ -23,6 +24,7 @@ from datetime import datetime
 from slm.channels import Channel, Context, Query, enabled
 from slm.contract import RecallResponse
 from slm.embed import Matrix
+from slm.learn.rerank import Reranking
 from slm.native import single_threaded
 from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
@@ -48,12 +50,14 @@ def recall(
     allowed: frozenset[int] | None,
     hide_superseded: bool,
     want_trace: bool,
+    reranking: Reranking | None = None,
 ) -> tuple[RecallResponse, list[ChannelRun]]:
     """One recall of validated arguments, and the run of each channel. ``embed`` starts
-    embedding a text in another thread (onnxruntime releases the GIL), so that this one
-    reads the query's postings and runs the standalone channels meanwhile. With
-    ``hide_superseded``, memories superseded by the moment the question asks about are
-    left out (``slm.recall.versions``)."""
+        embedding a text in another thread (onnxruntime releases the GIL), so that this one
+        reads the query's postings and runs the standalone channels meanwhile. With
+        ``hide_superseded``, memories superseded by the moment the question asks about are
+        left out (``slm.recall.versions``); ``reranking`` reorders the top with a learned model
+    (``slm.learn``)."""
     started = time.perf_counter()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
@@ -70,7 +74,14 @@ def recall(
         context.query = replace(query, vector=vector)
         runs = run_channels(channels, names, context, per_channel, early)
         response = rank(
-            context, channels, runs, settings, k, want_trace=want_trace, started=started
+            context,
+            channels,
+            runs,
+            settings,
+            k,
+            want_trace=want_trace,
+            started=started,
+            reranking=reranking,
         )
     return response, runs
 

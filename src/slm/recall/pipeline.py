@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from slm.channels import Channel, Context, Hit, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
+from slm.learn.features import candidates, window
+from slm.learn.rerank import Reranking, reorder
 from slm.models import MemoryRecord
 from slm.recall import fusion, versions
 from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
@@ -27,10 +29,12 @@ def rank(
     *,
     want_trace: bool,
     started: float,
+    reranking: Reranking | None = None,
 ) -> RecallResponse:
     """The response of a recall whose channels ran (``runs``): fuse their rankings, weigh
-    the evidence, apply the floor, boost, hydrate the top ``k``, and trace it all on demand
-    (``started``: ``time.perf_counter()`` when the recall began)."""
+    the evidence, apply the floor, boost, rerank (with ``reranking``), hydrate the top
+    ``k``, and trace it all on demand (``started``: ``time.perf_counter()`` when the recall
+    began)."""
     store, query = context.store, context.query
     rankings = {run.name: run.hits for run in runs if run.ran}
     weights = {name: weight(settings, channels[name]) for name in rankings}
@@ -61,6 +65,23 @@ def rank(
         + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
     }
+    reranked, shift = 0, None
+    if reranking is not None and ranking:
+        keys = window(ranking, fusion.order(ranking), query.hidden)
+        records.update(store.get_by_keys(query.profile, [k for k in keys if k not in records]))
+        keys = [key for key in keys if key in records]
+        shown = [records[k].id for k in keys]
+        marks = store.feedback_marks(query.profile, shown, reranking.marks_before)
+        seen = candidates(
+            context, keys, rankings, fused, evidence, passed, boosts, roles, facts, records, marks
+        )
+        if reranking.observe is not None:
+            reranking.observe(seen)
+        if reranking.ranker is not None:
+            shift = reranking.ranker.shift(seen.matrix)
+            if reranking.ranker.applies(seen.matrix):
+                ranking = reorder(ranking, seen, reranking.ranker.score(seen.matrix))
+                reranked = len(keys)
     if moment is not None and updates:
         grouped = {k for u in updates for k in (u.older, u.newer) if k in ranking}
         records.update(store.get_by_keys(query.profile, grouped - records.keys()))
@@ -97,6 +118,16 @@ def rank(
             "query": interpretation(query),
             "channels": {run.name: run_trace(run, ids) for run in runs},
             "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
+            "rerank": {
+                "model": reranking.model_id if reranking else None,
+                "origin": reranking.origin if reranking and reranking.ranker else None,
+                "reordered": reranked,
+                # how unlike the model's training data this window is (docs/learning.md)
+                "shift": None if shift is None else round(shift, 4),
+                "shift_limit": reranking.ranker.shift_limit
+                if reranking and reranking.ranker
+                else None,
+            },
             "evidence_floor": {
                 "semantic_cosine": settings.semantic_floor,
                 "lexical_coverage": settings.lexical_floor,

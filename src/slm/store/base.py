@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from slm.models import MemoryRecord, NewMemory
+from slm.models import MemoryRecord, NewMemory, from_micros
 
 Vector = npt.NDArray[np.float32]
 
@@ -84,6 +84,39 @@ class LexicalStats:
     n_docs: int
     avg_len: float
     df: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedRecall:
+    """One logged recall: its ``query_id``, when (microseconds), the request as JSON, the
+    ids it showed as JSON, and once feedback named it, its window's features
+    (``slm.learn.adapt``)."""
+
+    query_id: str
+    created_at: int
+    request: str
+    shown: str
+    example: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackEvent:
+    """One feedback event: a memory was (not) useful, for a logged recall or in general."""
+
+    memory_id: str
+    useful: bool
+    query_id: str | None
+    created_at: int
+    #: order of arrival in the store (0 until stored)
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memory_id": self.memory_id,
+            "useful": self.useful,
+            "query_id": self.query_id,
+            "at": from_micros(self.created_at).isoformat(),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +326,35 @@ class Admin(Protocol):
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """(useful, not useful) feedback counts per source."""
 
-    def add_feedback(self, profile: str, source: str, useful: bool) -> None: ...
+    def add_feedback(
+        self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
+    ) -> None:
+        """Count feedback on a source and, with ``event``, record the event (one
+        transaction)."""
+
+    def feedback_events(
+        self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
+    ) -> list[FeedbackEvent]:
+        """Feedback events, newest first (``labelled_only``: those naming a recall)."""
+
+    def feedback_marks(
+        self, profile: str, memory_ids: Sequence[str], before: int | None = None
+    ) -> dict[str, tuple[int, int]]:
+        """(useful, not useful) counts of the feedback naming a recall, per memory id;
+        with ``before`` (microseconds), only feedback given earlier."""
+
+    def reset_feedback(self, profile: str) -> int:
+        """Erase the profile's feedback events, recall log and source trust counts; the
+        number of events erased."""
+
+    def log_recall(self, profile: str, entry: LoggedRecall) -> None:
+        """Keep a recall's request and results under its ``query_id``."""
+
+    def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
+        """The logged recalls among ``query_ids``."""
+
+    def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
+        """Store the features of a logged recall's window."""
 
     def profiles(self) -> list[str]:
         """Every profile that holds at least one memory, sorted (for copying a whole store)."""

@@ -44,6 +44,7 @@ from slm.store.base import (
     Vector,
     best_per_memory,
 )
+from slm.store.feedback_rows import PostgresFeedback
 from slm.store.postgres_schema import migrate
 
 #: Vector searches over at most this many candidates (the allowed keys, or the profile's
@@ -95,7 +96,7 @@ def redact(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
-class PostgresStore:
+class PostgresStore(PostgresFeedback):
     """PostgreSQL implementation of :class:`~slm.store.base.Store`."""
 
     kind = "postgres"
@@ -303,16 +304,6 @@ class PostgresStore:
             passage_sql.delete(cur, profile, [key for key, _ in items])
             self._insert_derived(cur, profile, list(items), rederive=True)
             lifecycle.insert_facts(cur, "%s", profile, list(items))
-
-    def add_feedback(self, profile: str, source: str, useful: bool) -> None:
-        column = "useful" if useful else "not_useful"
-        with self._write(None) as cur:
-            cur.execute(
-                f"INSERT INTO source_feedback (profile, source, {column}) VALUES (%s, %s, 1) "
-                f"ON CONFLICT (profile, source) DO UPDATE "
-                f"SET {column} = source_feedback.{column} + 1",
-                (profile, source),
-            )
 
     def set_meta(self, key: str, value: str) -> None:
         with self._write(None) as cur:

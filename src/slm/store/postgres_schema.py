@@ -155,6 +155,22 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX fact_updates_newer ON fact_updates (newer);
     CREATE INDEX fact_updates_slot ON fact_updates (profile, slot);
     """,
+    """
+    CREATE TABLE recall_log (
+        profile text NOT NULL, query_id text NOT NULL, created_at bigint NOT NULL,
+        request text NOT NULL, shown text NOT NULL, example bytea,
+        PRIMARY KEY (profile, query_id)
+    );
+    CREATE INDEX recall_log_time ON recall_log (profile, created_at);
+    CREATE TABLE feedback (
+        seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, profile text NOT NULL,
+        query_id text, memory_id text NOT NULL, useful smallint NOT NULL,
+        created_at bigint NOT NULL
+    );
+    CREATE INDEX feedback_profile ON feedback (profile, seq);
+    CREATE INDEX feedback_query ON feedback (profile, query_id, memory_id);
+    CREATE INDEX feedback_memory ON feedback (profile, memory_id);
+    """,
 )
 
 

@@ -39,6 +39,7 @@ from slm.store.base import (
     Vector,
     best_per_memory,
 )
+from slm.store.feedback_rows import SQLiteFeedback
 from slm.store.sqlite_conn import Connection, chunks, marks
 from slm.store.sqlite_schema import MIGRATIONS
 from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
@@ -70,7 +71,7 @@ def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
     )
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteFeedback):
     """SQLite implementation of :class:`~slm.store.base.Store`."""
 
     kind = "sqlite"
@@ -306,14 +307,6 @@ class SQLiteStore:
         with self._lock:
             self._passages.drop(profile)
             self._standing.drop(profile)
-
-    def add_feedback(self, profile: str, source: str, useful: bool) -> None:
-        column = "useful" if useful else "not_useful"
-        sql = (
-            f"INSERT INTO source_feedback (profile, source, {column}) VALUES (?, ?, 1) "
-            f"ON CONFLICT (profile, source) DO UPDATE SET {column} = {column} + 1"
-        )
-        self._write(lambda db: db.execute(sql, (profile, source)))
 
     def set_meta(self, key: str, value: str) -> None:
         sql = (

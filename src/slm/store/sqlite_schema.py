@@ -148,4 +148,19 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX fact_updates_newer ON fact_updates (newer);
     CREATE INDEX fact_updates_slot ON fact_updates (profile, slot);
     """,
+    """
+    CREATE TABLE recall_log (
+        profile TEXT NOT NULL, query_id TEXT NOT NULL, created_at INTEGER NOT NULL,
+        request TEXT NOT NULL, shown TEXT NOT NULL, example BLOB,
+        PRIMARY KEY (profile, query_id)
+    );
+    CREATE INDEX recall_log_time ON recall_log (profile, created_at);
+    CREATE TABLE feedback (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT, profile TEXT NOT NULL, query_id TEXT,
+        memory_id TEXT NOT NULL, useful INTEGER NOT NULL, created_at INTEGER NOT NULL
+    );
+    CREATE INDEX feedback_profile ON feedback (profile, seq);
+    CREATE INDEX feedback_query ON feedback (profile, query_id, memory_id);
+    CREATE INDEX feedback_memory ON feedback (profile, memory_id);
+    """,
 )

@@ -1,0 +1,155 @@
+"""The shapes of the REST API's request and response bodies (``slm.http``): checked for
+shape here, so the OpenAPI document says what is accepted; values are checked by the
+library."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic.config import JsonDict
+
+from slm import validate
+
+# -- request and response shapes -----------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+_TIME: JsonDict = {"format": "date-time"}
+
+
+class MemoryIn(_Body):
+    content: str = Field(min_length=1, description="The memory text (at most 512 KiB of UTF-8).")
+    event_time: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it happened, ISO 8601; default now."
+    )
+    source: str | None = Field(None, description="Who or what said it.")
+    confidence: float = Field(1.0, ge=0, le=1, description="Stored confidence, 0..1.")
+    metadata: dict[str, Any] | None = Field(None, description="A JSON object kept as is.")
+    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
+    supersedes: list[str] = Field(
+        default_factory=list,
+        max_length=validate.MAX_SUPERSEDES,
+        description="Ids of stored memories this one replaces.",
+    )
+    valid_from: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
+    )
+
+
+class UpdateIn(_Body):
+    content: str = Field(min_length=1, description="What is true now (at most 512 KiB).")
+    event_time: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it changed, ISO 8601; default now."
+    )
+    source: str | None = Field(None, description="Default: the old memory's.")
+    confidence: float | None = Field(None, ge=0, le=1, description="Default: the old memory's.")
+    metadata: dict[str, Any] | None = Field(None, description="Default: the old memory's.")
+    tags: list[str] | None = Field(None, max_length=validate.MAX_TAGS)
+    valid_from: str | None = Field(
+        None, json_schema_extra=_TIME, description="When it starts to hold; default event_time."
+    )
+
+
+class FeedbackIn(_Body):
+    memory_id: str = Field(pattern=r"^[0-9a-f]{16}$", description="The memory's id.")
+    useful: bool = Field(description="Did it help answer the question?")
+    query_id: str | None = Field(
+        None, pattern=r"^[0-9a-f]{32}$", description="The recall response's query_id."
+    )
+
+
+class MemoryBatch(_Body):
+    memories: list[MemoryIn] = Field(max_length=validate.MAX_BATCH)
+
+
+def _one_or_batch(value: Any) -> str:
+    return "batch" if isinstance(value, dict) and "memories" in value else "one"
+
+
+RememberBody = Annotated[
+    Annotated[MemoryIn, Tag("one")] | Annotated[MemoryBatch, Tag("batch")],
+    Discriminator(_one_or_batch),
+]
+
+
+class RecallIn(_Body):
+    query: str = Field(min_length=1, description="The question, in plain words (at most 4 KiB).")
+    k: int = Field(10, ge=1, le=validate.MAX_K, description="How many results.")
+    trace: bool = Field(False, description="Include the per-channel trace.")
+    source: str | None = None
+    tags: list[str] = Field(default_factory=list, max_length=validate.MAX_TAGS)
+    after: str | None = Field(None, json_schema_extra=_TIME, description="Event time >= this.")
+    before: str | None = Field(None, json_schema_extra=_TIME, description="Event time < this.")
+    channels: list[str] | None = Field(None, description="Run only these channels.")
+    now: str | None = Field(None, description="Anchor for relative dates in the query.")
+    include_superseded: bool = Field(False, description="Also return superseded memories.")
+    as_of: str | None = Field(
+        None, json_schema_extra=_TIME, description="Answer with what held at this time."
+    )
+
+
+class MemoryOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: str
+    content: str
+    event_time: str
+    recorded_at: str
+    source: str | None
+    metadata: dict[str, Any]
+    tags: list[str]
+
+
+class MemoryList(BaseModel):
+    memories: list[MemoryOut]
+
+
+class ResultOut(MemoryOut):
+    relevance_score: float
+    ranking_score: float
+    memory_confidence: float
+    trust_score: float
+    rank_position: int
+
+
+class RecallOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    score_contract_version: str
+    calibration_status: str
+    calibration_id: None
+    answer_confidence: None
+    abstained: bool
+    abstention_reason: str | None
+    query: str
+    query_id: str | None
+    results: list[ResultOut]
+
+
+class Forgotten(BaseModel):
+    forgotten: list[str]
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    field: str | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    "4XX": {"model": ErrorOut, "description": "Invalid input, unknown id, body too large."},
+    "5XX": {"model": ErrorOut, "description": "The store or model failed."},
+}
+
+
+def ok(model: type[BaseModel] | None, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    body: dict[str, Any] = {"model": model} if model else {}
+    if model is None:
+        body["content"] = {"application/json": {"schema": {"type": "object"}}}
+    return {status: body, **_ERRORS}

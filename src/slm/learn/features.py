@@ -1,0 +1,151 @@
+"""What the reranker sees of each candidate: one row of numbers per memory in the window
+(the top of the ranking before reranking), all of them things recall already computed.
+
+Every feature is on a scale that does not depend on the store's size: reciprocal ranks,
+shares of the window's best, evidence strengths (0..1), flags. A model standardises them
+itself (``slm.learn.model``), so a feature may be unbounded (``length``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from slm.channels import ALL_CHANNELS, Context, Hit
+from slm.models import MemoryRecord
+
+if TYPE_CHECKING:  # slm.recall imports this module
+    from slm.recall.evidence import Evidence
+
+#: The reranker reorders this many candidates at the top of the ranking; the rest keep
+#: their order below them.
+WINDOW = 50
+
+#: The feature names, in column order. A model file names the features it was trained on,
+#: and a model whose names differ from these is refused (``slm.learn.model``).
+FEATURES: tuple[str, ...] = (
+    *(f"rr_{name}" for name in ALL_CHANNELS),  # 1 / rank in each channel (0: not found)
+    "fused",  # fused RRF score / the window's best
+    "position",  # 1 / position in the ranking before reranking
+    "relevance",  # the contract's relevance_score
+    "semantic",  # cosine similarity to the question
+    "lexical",  # IDF-weighted share of the question's terms it contains
+    "temporal",  # its time falls in the question's time window (0/1)
+    "supported",  # admitted only as a neighbour of primary evidence (0/1)
+    "entity_graph",  # entity, speaker and graph boosts, in units of 0.01
+    "role",  # in the role the question asks about (0/1)
+    "fact",  # states a value of the fact the question asks about (0/1)
+    "recency",  # event time's place in the window: 1 newest, 0 oldest
+    "length",  # log(1 + characters)
+    "question",  # the memory itself ends in a question mark (0/1)
+    "mentions",  # share of the question's entities it mentions
+    "speaker",  # spoken by an entity the question names (0/1)
+    "prev_relevance",  # relevance_score of the turn before it (0: not a candidate)
+    "next_relevance",  # relevance_score of the turn after it
+    "similar_relevance",  # best relevance_score among its semantic neighbours
+    "marked_useful",  # log(1 + feedback calling it useful, for other recalls)
+    "marked_not_useful",  # log(1 + feedback calling it not useful, for other recalls)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Candidates:
+    """The reranking window of one recall: memory keys in the order before reranking,
+    and their feature rows (``len(keys) x len(FEATURES)``)."""
+
+    keys: tuple[int, ...]
+    matrix: np.ndarray
+
+
+def window(ranking: Mapping[int, float], order: Sequence[int], hidden: frozenset[int]) -> list[int]:
+    """The top :data:`WINDOW` of ``order`` (keys by descending ranking) that are shown."""
+    return [key for key in order if key not in hidden and key in ranking][:WINDOW]
+
+
+def candidates(
+    context: Context,
+    keys: Sequence[int],
+    rankings: Mapping[str, Sequence[Hit]],
+    fused: Mapping[int, float],
+    evidence: Mapping[int, Evidence],
+    passed: Mapping[int, str],
+    boosts: Mapping[int, float],
+    roles: Mapping[int, float],
+    facts: Mapping[int, float],
+    records: Mapping[int, MemoryRecord],
+    marks: Mapping[str, tuple[int, int]],
+) -> Candidates:
+    """The feature rows of ``keys`` (the window, best first); ``marks``: the profile's
+    (useful, not useful) feedback counts by memory id."""
+    rows = np.zeros((len(keys), len(FEATURES)), dtype=np.float64)
+    if not keys:
+        return Candidates((), rows)
+    column = {key: i for i, key in enumerate(keys)}
+    for c, name in enumerate(ALL_CHANNELS):
+        for hit in rankings.get(name, ()):
+            row = column.get(hit.key)
+            if row is not None:
+                rows[row, c] = 1.0 / hit.rank
+    base = len(ALL_CHANNELS)
+    best = max(fused.get(key, 0.0) for key in keys) or 1.0
+    times = sorted({records[key].event_time for key in keys if key in records})
+    place = {moment: i for i, moment in enumerate(times)}
+    spread = max(len(times) - 1, 1)
+    groups = [frozenset(e for e, _ in m) for m in context.query.entity_ids.values()]
+    mentioned = context.graph.mentions(keys) if groups else {}
+    edges = context.graph.edges(keys)
+    for row, key in enumerate(keys):
+        e = evidence[key]
+        record = records.get(key)
+        content = record.content if record is not None else ""
+        rows[row, base:] = (
+            fused.get(key, 0.0) / best,
+            1.0 / (row + 1),
+            e.relevance,
+            e.cosine,
+            e.lexical,
+            1.0 if e.temporal else 0.0,
+            1.0 if passed.get(key) == "supported" else 0.0,
+            100.0 * boosts.get(key, 0.0),
+            1.0 if roles.get(key, 0.0) > 0 else 0.0,
+            1.0 if facts.get(key, 0.0) > 0 else 0.0,
+            place[record.event_time] / spread if record is not None else 0.0,
+            math.log1p(len(content)),
+            1.0 if content.rstrip().endswith("?") else 0.0,
+            *_entities(groups, mentioned.get(key, ())),
+            *_neighbours(edges.get(key, ()), evidence),
+            *_marks(marks.get(record.id, (0, 0)) if record is not None else (0, 0)),
+        )
+    return Candidates(tuple(keys), rows)
+
+
+def _entities(
+    groups: Sequence[frozenset[int]], mentions: Sequence[tuple[int, str, int, int]]
+) -> tuple[float, float]:
+    """(share of the question's entities mentioned, spoken by one of them)."""
+    if not groups:
+        return 0.0, 0.0
+    named = {m[0] for m in mentions}
+    said = {m[0] for m in mentions if m[3]}
+    share = sum(1 for group in groups if group & named) / len(groups)
+    return share, 1.0 if any(group & said for group in groups) else 0.0
+
+
+def _neighbours(
+    edges: Sequence[tuple[int, str, float]], evidence: Mapping[int, Evidence]
+) -> tuple[float, float, float]:
+    """The best relevance of the turn before, the turn after and the semantic neighbours."""
+    best = {"prev": 0.0, "next": 0.0, "similar": 0.0}
+    for neighbour, kind, _ in edges:
+        found = evidence.get(neighbour)
+        if found is not None and kind in best:
+            best[kind] = max(best[kind], found.relevance)
+    return best["prev"], best["next"], best["similar"]
+
+
+def _marks(counts: tuple[int, int]) -> tuple[float, float]:
+    return math.log1p(counts[0]), math.log1p(counts[1])

@@ -1,0 +1,303 @@
+"""The learned ranker: a pairwise model (RankNet with a linear scorer) over the features
+of ``slm.learn.features`` and their pairwise products, written in numpy.
+
+A candidate's features ``f`` are expanded to ``x = (f_1..f_n, f_i * f_j for i <= j)``, so
+that the model can weigh one feature by another (a neighbour's relevance counts more for
+a turn that says little itself). Its score is ``w . (x - mean) / scale``; training
+minimises the pairwise logistic loss over (useful, not useful) pairs of one recall, each
+recall weighing the same, plus a pull toward prior weights ``w0``::
+
+    loss(w) = sum over recalls q of  1/|P_q| * sum over (i, j) in P_q of
+                  log(1 + exp(-(s(x_i) - s(x_j))))
+              + l2 / 2 * |w - w0|^2
+
+solved by Newton's method with a line search (the loss is convex; 377 weights). With ``w0``
+the shipped model's weights, a profile's own feedback moves the ranker only as far as that
+feedback supports. Why not gradient-boosted trees: docs/learning.md. A model reranks only
+windows like its training data (:meth:`Ranker.applies`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slm.errors import ModelError
+from slm.learn.features import FEATURES
+
+FORMAT = "slm-ranker"
+FORMAT_VERSION = 1
+#: The most :meth:`Ranker.shift` a window may have for the model to rerank it: about the
+#: 95th percentile of windows like the training data (0.61 to 0.63 on the dev files), below
+#: the 5th of another kind of store (0.67 to 0.83); of 0.6, 0.75 and 0.9, the largest at
+#: which neither direction across the two dev files lost hit@1 (docs/learning.md).
+SHIFT_LIMIT = 0.6
+#: The features :meth:`Ranker.shift` compares: all but the profile's own feedback, which
+#: no shipped model has seen.
+_SHAPED = np.array([i for i, f in enumerate(FEATURES) if not f.startswith("marked_")])
+#: The expanded columns: each feature, then the product of each pair (i <= j).
+_PAIRS = [(i, j) for i in range(len(FEATURES)) for j in range(i, len(FEATURES))]
+COLUMNS: tuple[str, ...] = (*FEATURES, *(f"{FEATURES[i]}*{FEATURES[j]}" for i, j in _PAIRS))
+_LEFT = np.array([i for i, _ in _PAIRS], dtype=np.int64)
+_RIGHT = np.array([j for _, j in _PAIRS], dtype=np.int64)
+
+
+def columns_of(features: Sequence[str]) -> np.ndarray:
+    """1 for each column made only of ``features`` (a feature, or a product of two), else 0."""
+    allowed = set(features)
+    return np.array(
+        [1.0 if set(name.split("*")) <= allowed else 0.0 for name in COLUMNS], dtype=np.float64
+    )
+
+
+def expand(matrix: np.ndarray) -> np.ndarray:
+    """Feature rows with the products of each pair of features appended (:data:`COLUMNS`)."""
+    return np.hstack([matrix, matrix[:, _LEFT] * matrix[:, _RIGHT]])
+
+
+#: The model that ships inside the package (``slm bench learning --train-default``).
+DEFAULT_MODEL = "default-ranker.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One recall's window as training data: feature rows (best first, as ranked before
+    reranking) and a label per row: 1 useful, 0 not useful, None unknown."""
+
+    matrix: np.ndarray
+    labels: tuple[int | None, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ranker:
+    """A ranking model: ``score(f) = weights . (expand(f) - mean) / scale``."""
+
+    weights: np.ndarray
+    mean: np.ndarray
+    scale: np.ndarray
+    trained_on: str = ""
+    #: the most :meth:`shift` a window may have to be reranked (None: no limit)
+    shift_limit: float | None = SHIFT_LIMIT
+    #: a name for the model that changes when any of its numbers does (computed)
+    id: str = field(default="", init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        digest = hashlib.sha256(
+            json.dumps(self._numbers(), sort_keys=True).encode("utf-8")
+        ).hexdigest()
+        object.__setattr__(self, "id", f"ranker-{digest[:12]}")
+
+    def shift(self, matrix: np.ndarray) -> float:
+        """How unlike the training data a window is: the root mean square, over the
+        features, of the window's mean standardised value. About 0.3 for windows of the
+        kind of store the model was trained on, about 1 for another kind (measured on the
+        dev files, docs/learning.md)."""
+        if not len(matrix):
+            return 0.0
+        z = (matrix[:, _SHAPED] - self.mean[_SHAPED]) / self.scale[_SHAPED]
+        return float(np.sqrt(np.mean(np.mean(z, axis=0) ** 2)))
+
+    def applies(self, matrix: np.ndarray) -> bool:
+        """Whether the model may rerank this window: one unlike anything it was trained on
+        (:meth:`shift` above its ``shift_limit``) keeps its order."""
+        return self.shift_limit is None or self.shift(matrix) <= self.shift_limit
+
+    def score(self, matrix: np.ndarray) -> np.ndarray:
+        """One score per row of ``matrix`` (higher ranks first)."""
+        scores: np.ndarray = ((expand(matrix) - self.mean) / self.scale) @ self.weights
+        return scores
+
+    def _numbers(self) -> dict[str, Any]:
+        return {
+            "shift_limit": self.shift_limit,
+            "features": list(FEATURES),
+            "mean": [round(float(v), 10) for v in self.mean],
+            "scale": [round(float(v), 10) for v in self.scale],
+            "weights": [round(float(v), 10) for v in self.weights],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "format": FORMAT,
+                "version": FORMAT_VERSION,
+                "kind": "pairwise-quadratic",
+                "trained_on": self.trained_on,
+                **self._numbers(),
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "model") -> Ranker:
+        """A model from its JSON; :class:`ModelError` saying what is wrong otherwise."""
+        try:
+            data = json.loads(text)
+        except (ValueError, TypeError) as exc:
+            raise ModelError(f"{where} is not a ranking model (not JSON: {exc})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise ModelError(f"{where} is not a ranking model (format is not {FORMAT!r})")
+        if data.get("version") != FORMAT_VERSION:
+            raise ModelError(
+                f"{where} is a ranking model of format version {data.get('version')!r}; "
+                f"this slm reads version {FORMAT_VERSION}"
+            )
+        if data.get("features") != list(FEATURES):
+            raise ModelError(
+                f"{where} was trained on other features than this slm computes; "
+                "retrain it (docs/learning.md)"
+            )
+        arrays = []
+        for name in ("weights", "mean", "scale"):
+            values = data.get(name)
+            if not isinstance(values, list) or len(values) != len(COLUMNS):
+                raise ModelError(f"{where}: {name!r} must be a list of {len(COLUMNS)} numbers")
+            try:
+                array = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ModelError(f"{where}: {name!r} must hold numbers only") from None
+            if not np.all(np.isfinite(array)):
+                raise ModelError(f"{where}: {name!r} holds a number that is not finite")
+            arrays.append(array)
+        weights, mean, scale = arrays
+        if np.any(scale <= 0):
+            raise ModelError(f"{where}: 'scale' must be positive")
+        limit = data.get("shift_limit", SHIFT_LIMIT)
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
+        ):
+            raise ModelError(f"{where}: 'shift_limit' must be a positive number or null")
+        return cls(weights, mean, scale, str(data.get("trained_on", "")), limit)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Ranker:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelError(f"cannot read ranking model {path}: {exc}") from None
+        return cls.from_json(text, f"ranking model {path}")
+
+
+def default_ranker() -> Ranker:
+    """The model that ships with slm (trained on the dev sets, docs/learning.md)."""
+    text = resources.files("slm.learn").joinpath(DEFAULT_MODEL).read_text(encoding="utf-8")
+    return Ranker.from_json(text, f"shipped ranking model {DEFAULT_MODEL}")
+
+
+def pairs(example: Example) -> list[tuple[int, int]]:
+    """(better, worse) rows of one example: each useful row over each not-useful row, and
+    over each unlabelled row that was ranked above it (passed over for a lower one)."""
+    useful = [i for i, label in enumerate(example.labels) if label == 1]
+    out = []
+    for i in useful:
+        for j, label in enumerate(example.labels):
+            if label == 0 or (label is None and j < i):
+                out.append((i, j))
+    return out
+
+
+def standardiser(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of each feature over the examples' rows (scale 1 where constant)."""
+    rows = np.vstack([expand(e.matrix) for e in examples if len(e.matrix)])
+    mean = rows.mean(axis=0)
+    scale = rows.std(axis=0)
+    scale[scale < 1e-9] = 1.0
+    return mean, scale
+
+
+def fit(
+    examples: Sequence[Example],
+    *,
+    l2: float = 10.0,
+    prior: Ranker | None = None,
+    trained_on: str = "",
+    iterations: int = 30,
+    free: Sequence[str] | None = None,
+) -> Ranker:
+    """Train on ``examples`` (see the module docstring). With ``prior`` its standardisation
+    and weights are kept as the starting point and the pull; without, the examples set the
+    standardisation and the pull is toward 0. With ``free`` (feature names), only the
+    columns made of those features are fitted; the others keep their prior weight.
+    Deterministic."""
+    limit = prior.shift_limit if prior is not None else SHIFT_LIMIT
+    if prior is not None:
+        mean, scale, w0 = prior.mean, prior.scale, prior.weights
+    else:
+        mean, scale = standardiser(examples)
+        w0 = np.zeros(len(COLUMNS))
+    movable = np.ones(len(COLUMNS)) if free is None else columns_of(free)
+    diffs, weights = [], []
+    for example in examples:
+        found = pairs(example)
+        if not found:
+            continue
+        z = (expand(example.matrix) - mean) / scale
+        better, worse = zip(*found, strict=True)
+        diffs.append(z[list(better)] - z[list(worse)])
+        weights.append(np.full(len(found), 1.0 / len(found)))
+    if not diffs:
+        return Ranker(w0.copy(), mean, scale, trained_on, limit)
+    d = np.vstack(diffs)
+    c = np.concatenate(weights)
+
+    def loss(w: np.ndarray) -> float:
+        penalty = 0.5 * l2 * float((w - w0) @ (w - w0))
+        return float(c @ np.logaddexp(0.0, -(d @ w))) + penalty
+
+    w = w0.copy()
+    eye = np.eye(len(w))
+    current = loss(w)
+    for _ in range(iterations):
+        margin = d @ w
+        p = 0.5 * (1.0 + np.tanh(-0.5 * margin))  # sigmoid(-margin), without overflow
+        gradient = -(d.T @ (c * p)) + l2 * (w - w0)
+        hessian = (d.T * (c * p * (1.0 - p))) @ d + l2 * eye
+        # Fixed columns: no gradient, and an identity block, so their step is 0.
+        gradient = gradient * movable
+        hessian = hessian * np.outer(movable, movable) + np.diag(1.0 - movable)
+        step = np.linalg.solve(hessian, gradient)
+        # Newton's step, halved until the loss falls (a full step can overshoot).
+        for _ in range(30):
+            candidate = w - step
+            after = loss(candidate)
+            if after <= current:
+                break
+            step = step / 2
+        else:
+            break
+        w, improved = candidate, current - after
+        current = after
+        if improved < 1e-10 * max(1.0, abs(current)):
+            break
+    return Ranker(w, mean, scale, trained_on, limit)
+
+
+def order(ranker: Ranker | None, example: Example) -> list[int]:
+    """Rows of ``example`` best first: by the model's score (ties: the earlier row), or as
+    they are without a model or where it does not apply (:meth:`Ranker.applies`)."""
+    if ranker is None or not len(example.matrix) or not ranker.applies(example.matrix):
+        return list(range(len(example.matrix)))
+    scores = ranker.score(example.matrix)
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def pairwise_loss(ranker: Ranker, examples: Sequence[Example]) -> float:
+    """Mean per-recall pairwise logistic loss of ``ranker`` on ``examples`` (lower is
+    better); nan without pairs."""
+    losses = []
+    for example in examples:
+        found = pairs(example)
+        if not found:
+            continue
+        s = ranker.score(example.matrix)
+        margins = np.array([s[i] - s[j] for i, j in found])
+        losses.append(float(np.mean(np.logaddexp(0.0, -margins))))
+    return float(np.mean(losses)) if losses else math.nan

@@ -1,0 +1,266 @@
+"""The rows of learning from use, in SQL both dialects read: the recall log (what each
+``query_id`` asked and was shown, and once labelled the features of its window) and the
+feedback events. Both stores call these with an open cursor of one transaction and their
+parameter mark (``?`` or ``%s``), as ``slm.store.lifecycle`` does.
+
+Both tables are bounded per profile: the log keeps the newest :data:`MAX_LOGGED` recalls
+(and every recall feedback names), the feedback the newest :data:`MAX_FEEDBACK` events.
+Older rows are pruned every :data:`PRUNE_EVERY` writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar
+
+from slm.store.base import FeedbackEvent, LoggedRecall
+from slm.store.lifecycle import Cursor
+
+MAX_LOGGED = 10_000
+MAX_FEEDBACK = 100_000
+PRUNE_EVERY = 64
+
+T = TypeVar("T")
+
+
+def log_recall(cur: Cursor, mark: str, profile: str, entry: LoggedRecall) -> None:
+    cur.execute(
+        f"INSERT INTO recall_log (profile, query_id, created_at, request, shown) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark})",
+        [profile, entry.query_id, entry.created_at, entry.request, entry.shown],
+    )
+    if zlib.crc32(entry.query_id.encode()) % PRUNE_EVERY == 0:
+        cur.execute(
+            f"DELETE FROM recall_log WHERE profile = {mark} AND created_at < ("
+            f"SELECT created_at FROM recall_log WHERE profile = {mark} "
+            f"ORDER BY created_at DESC LIMIT 1 OFFSET {MAX_LOGGED}) "
+            f"AND query_id NOT IN (SELECT query_id FROM feedback WHERE profile = {mark} "
+            "AND query_id IS NOT NULL)",
+            [profile, profile, profile],
+        )
+
+
+def logged_sql(mark: str, count: int) -> str:
+    marks = ", ".join([mark] * count)
+    return (
+        "SELECT query_id, created_at, request, shown, example FROM recall_log "
+        f"WHERE profile = {mark} AND query_id IN ({marks})"
+    )
+
+
+def read_logged(row: Sequence[Any]) -> LoggedRecall:
+    example = row[4]
+    return LoggedRecall(
+        row[0], int(row[1]), str(row[2]), str(row[3]), bytes(example) if example else None
+    )
+
+
+def keep_example(cur: Cursor, mark: str, profile: str, query_id: str, example: bytes) -> None:
+    cur.execute(
+        f"UPDATE recall_log SET example = {mark} WHERE profile = {mark} AND query_id = {mark}",
+        [example, profile, query_id],
+    )
+
+
+def count_source(cur: Cursor, mark: str, profile: str, source: str, useful: bool) -> None:
+    column = "useful" if useful else "not_useful"
+    cur.execute(
+        f"INSERT INTO source_feedback (profile, source, {column}) VALUES ({mark}, {mark}, 1) "
+        f"ON CONFLICT (profile, source) DO UPDATE "
+        f"SET {column} = source_feedback.{column} + 1",
+        [profile, source],
+    )
+
+
+def add_event(cur: Cursor, mark: str, profile: str, event: FeedbackEvent, source: str) -> None:
+    """Record one event and count it toward ``source``'s trust. A later label on the same
+    recall and memory replaces the earlier one, in the trust counts too."""
+    if event.query_id is not None:
+        earlier = cur.execute(
+            f"SELECT useful FROM feedback WHERE profile = {mark} AND query_id = {mark} "
+            f"AND memory_id = {mark}",
+            [profile, event.query_id, event.memory_id],
+        ).fetchall()
+        for (useful,) in earlier:
+            column = "useful" if useful else "not_useful"
+            cur.execute(
+                f"UPDATE source_feedback SET {column} = {column} - 1 "
+                f"WHERE profile = {mark} AND source = {mark} AND {column} > 0",
+                [profile, source],
+            )
+        cur.execute(
+            f"DELETE FROM feedback WHERE profile = {mark} AND query_id = {mark} "
+            f"AND memory_id = {mark}",
+            [profile, event.query_id, event.memory_id],
+        )
+    count_source(cur, mark, profile, source, event.useful)
+    cur.execute(
+        f"INSERT INTO feedback (profile, query_id, memory_id, useful, created_at) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark})",
+        [profile, event.query_id, event.memory_id, 1 if event.useful else 0, event.created_at],
+    )
+    if event.created_at % PRUNE_EVERY == 0:
+        cur.execute(
+            f"DELETE FROM feedback WHERE profile = {mark} AND seq < ("
+            f"SELECT seq FROM feedback WHERE profile = {mark} "
+            f"ORDER BY seq DESC LIMIT 1 OFFSET {MAX_FEEDBACK - 1})",
+            [profile, profile],
+        )
+
+
+def events_sql(mark: str, labelled_only: bool) -> str:
+    where = " AND query_id IS NOT NULL" if labelled_only else ""
+    return (
+        "SELECT seq, query_id, memory_id, useful, created_at FROM feedback "
+        f"WHERE profile = {mark}{where} ORDER BY seq DESC LIMIT {mark} OFFSET {mark}"
+    )
+
+
+def read_event(row: Sequence[Any]) -> FeedbackEvent:
+    return FeedbackEvent(
+        memory_id=str(row[2]),
+        useful=bool(row[3]),
+        query_id=row[1],
+        created_at=int(row[4]),
+        seq=int(row[0]),
+    )
+
+
+def marks_query(
+    mark: str, profile: str, memory_ids: Sequence[str], before: int | None
+) -> tuple[str, list[Any]]:
+    """The statement and parameters counting (useful, not useful) labelled feedback per
+    memory id, only that given before ``before`` (microseconds) when given."""
+    marks = ", ".join([mark] * len(memory_ids))
+    other = f" AND created_at < {mark}" if before is not None else ""
+    sql = (
+        "SELECT memory_id, sum(useful), sum(1 - useful) FROM feedback "
+        f"WHERE profile = {mark} AND memory_id IN ({marks}) AND query_id IS NOT NULL{other} "
+        "GROUP BY memory_id"
+    )
+    return sql, [profile, *memory_ids, *([before] if before is not None else [])]
+
+
+def read_marks(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int]]:
+    return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
+
+def reset(cur: Cursor, mark: str, profile: str) -> int:
+    """Erase a profile's feedback, its recall log and its sources' trust counts; returns
+    how many feedback events there were."""
+    count = int(
+        cur.execute(f"SELECT count(*) FROM feedback WHERE profile = {mark}", [profile]).fetchone()[
+            0
+        ]
+    )
+    for table in ("feedback", "recall_log", "source_feedback"):
+        cur.execute(f"DELETE FROM {table} WHERE profile = {mark}", [profile])
+    return count
+
+
+class SQLiteFeedback:
+    """The feedback methods of ``SQLiteStore`` (it provides ``_write`` and ``_read``)."""
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        raise NotImplementedError
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def add_feedback(
+        self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
+    ) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            if event is None:
+                count_source(db, "?", profile, source, useful)
+            else:
+                add_event(db, "?", profile, event, source)
+
+        self._write(work)
+
+    def feedback_events(
+        self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
+    ) -> list[FeedbackEvent]:
+        rows = self._read(events_sql("?", labelled_only), (profile, limit, offset))
+        return [read_event(r) for r in rows]
+
+    def reset_feedback(self, profile: str) -> int:
+        return self._write(lambda db: reset(db, "?", profile))
+
+    def feedback_marks(
+        self, profile: str, memory_ids: Sequence[str], before: int | None = None
+    ) -> dict[str, tuple[int, int]]:
+        if not memory_ids:
+            return {}
+        return read_marks(self._read(*marks_query("?", profile, memory_ids, before)))
+
+    def log_recall(self, profile: str, entry: LoggedRecall) -> None:
+        self._write(lambda db: log_recall(db, "?", profile, entry))
+
+    def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
+        found: dict[str, LoggedRecall] = {}
+        wanted = list(dict.fromkeys(query_ids))
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            rows = self._read(logged_sql("?", len(chunk)), [profile, *chunk])
+            found.update((r.query_id, r) for r in map(read_logged, rows))
+        return found
+
+    def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
+        self._write(lambda db: keep_example(db, "?", profile, query_id, example))
+
+
+class PostgresFeedback:
+    """The feedback methods of ``PostgresStore`` (it provides ``_write`` and ``_rows``)."""
+
+    def _write(self, profile: str | None) -> AbstractContextManager[Any]:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[Any]:
+        raise NotImplementedError
+
+    def add_feedback(
+        self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
+    ) -> None:
+        with self._write(None) as cur:
+            if event is None:
+                count_source(cur, "%s", profile, source, useful)
+            else:
+                add_event(cur, "%s", profile, event, source)
+
+    def feedback_events(
+        self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
+    ) -> list[FeedbackEvent]:
+        rows = self._rows(events_sql("%s", labelled_only), (profile, limit, offset))
+        return [read_event(r) for r in rows]
+
+    def reset_feedback(self, profile: str) -> int:
+        with self._write(None) as cur:
+            return reset(cur, "%s", profile)
+
+    def feedback_marks(
+        self, profile: str, memory_ids: Sequence[str], before: int | None = None
+    ) -> dict[str, tuple[int, int]]:
+        if not memory_ids:
+            return {}
+        return read_marks(self._rows(*marks_query("%s", profile, memory_ids, before)))
+
+    def log_recall(self, profile: str, entry: LoggedRecall) -> None:
+        with self._write(None) as cur:
+            log_recall(cur, "%s", profile, entry)
+
+    def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
+        wanted = list(dict.fromkeys(query_ids))
+        rows = self._rows(
+            "SELECT query_id, created_at, request, shown, example FROM recall_log "
+            "WHERE profile = %s AND query_id = ANY(%s)",
+            (profile, wanted),
+        )
+        return {r.query_id: r for r in map(read_logged, rows)}
+
+    def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
+        with self._write(None) as cur:
+            keep_example(cur, "%s", profile, query_id, example)
