@@ -9,7 +9,7 @@ useful (1) when its memory is evidence for the question, else not useful (0).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -175,6 +175,3 @@ def load(path: Path) -> list[Seen]:
             raise ValueError(f"{path} was collected for other features; collect it again")
         out.append(Seen(m["group"], question, ids, Example(matrix, label(ids, question.evidence))))
     return out
-
-
-Progress = Callable[[str], None]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -48,14 +47,6 @@ _PAIRS = [(i, j) for i in range(len(FEATURES)) for j in range(i, len(FEATURES))]
 COLUMNS: tuple[str, ...] = (*FEATURES, *(f"{FEATURES[i]}*{FEATURES[j]}" for i, j in _PAIRS))
 _LEFT = np.array([i for i, _ in _PAIRS], dtype=np.int64)
 _RIGHT = np.array([j for _, j in _PAIRS], dtype=np.int64)
-
-
-def columns_of(features: Sequence[str]) -> np.ndarray:
-    """1 for each column made only of ``features`` (a feature, or a product of two), else 0."""
-    allowed = set(features)
-    return np.array(
-        [1.0 if set(name.split("*")) <= allowed else 0.0 for name in COLUMNS], dtype=np.float64
-    )
 
 
 def expand(matrix: np.ndarray) -> np.ndarray:
@@ -220,20 +211,16 @@ def fit(
     prior: Ranker | None = None,
     trained_on: str = "",
     iterations: int = 30,
-    free: Sequence[str] | None = None,
 ) -> Ranker:
     """Train on ``examples`` (see the module docstring). With ``prior`` its standardisation
     and weights are kept as the starting point and the pull; without, the examples set the
-    standardisation and the pull is toward 0. With ``free`` (feature names), only the
-    columns made of those features are fitted; the others keep their prior weight.
-    Deterministic."""
+    standardisation and the pull is toward 0. Deterministic."""
     limit = prior.shift_limit if prior is not None else SHIFT_LIMIT
     if prior is not None:
         mean, scale, w0 = prior.mean, prior.scale, prior.weights
     else:
         mean, scale = standardiser(examples)
         w0 = np.zeros(len(COLUMNS))
-    movable = np.ones(len(COLUMNS)) if free is None else columns_of(free)
     diffs, weights = [], []
     for example in examples:
         found = pairs(example)
@@ -260,9 +247,6 @@ def fit(
         p = 0.5 * (1.0 + np.tanh(-0.5 * margin))  # sigmoid(-margin), without overflow
         gradient = -(d.T @ (c * p)) + l2 * (w - w0)
         hessian = (d.T * (c * p * (1.0 - p))) @ d + l2 * eye
-        # Fixed columns: no gradient, and an identity block, so their step is 0.
-        gradient = gradient * movable
-        hessian = hessian * np.outer(movable, movable) + np.diag(1.0 - movable)
         step = np.linalg.solve(hessian, gradient)
         # Newton's step, halved until the loss falls (a full step can overshoot).
         for _ in range(30):
@@ -287,17 +271,3 @@ def order(ranker: Ranker | None, example: Example) -> list[int]:
         return list(range(len(example.matrix)))
     scores = ranker.score(example.matrix)
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-
-
-def pairwise_loss(ranker: Ranker, examples: Sequence[Example]) -> float:
-    """Mean per-recall pairwise logistic loss of ``ranker`` on ``examples`` (lower is
-    better); nan without pairs."""
-    losses = []
-    for example in examples:
-        found = pairs(example)
-        if not found:
-            continue
-        s = ranker.score(example.matrix)
-        margins = np.array([s[i] - s[j] for i, j in found])
-        losses.append(float(np.mean(np.logaddexp(0.0, -margins))))
-    return float(np.mean(losses)) if losses else math.nan
