@@ -333,16 +333,11 @@ class Memory:
         useful = validate.flag(useful, "useful")
         query_id = validate.query_id(query_id)
         record = self.get(memory_id)
-        self.learning.flush()  # the recall named may have been logged a moment ago
-        if query_id is not None and not self.store.logged_recalls(self.profile, [query_id]):
-            raise NotFound(
-                f"no recall with query id {query_id} in profile {self.profile!r} (query ids "
-                "are kept for the newest recalls and those feedback names; docs/learning.md)"
-            )
+        entry = self.learning.logged_recall(query_id) if query_id is not None else None
         event = feedback_event(record.id, useful, query_id)
         self.store.add_feedback(self.profile, record.source or "", useful, event)
         try:
-            self.learning.after_feedback(event)
+            self.learning.after_feedback(event, entry)
         except SlmError as exc:  # the feedback is kept; learning tries again with the next
             log.warning("slm: learning from feedback failed: %s", exc)
         return self.source_trust(record.source)

@@ -35,6 +35,7 @@ from slm.learn.features import FEATURES
 from slm.learn.model import Example, Ranker, fit, order
 from slm.settings import Settings
 from slm_bench import learning_data as data
+from slm_bench import retrieval
 from slm_bench.learning_data import Seen
 from slm_bench.report import Answer, K, paired, summarise
 
@@ -54,7 +55,7 @@ def collect(
             tempfile.TemporaryDirectory(prefix="slm-learning-") as tmp,
             Memory(Path(tmp) / "bench.db", settings=settings, embedder=embedder) as memory,
         ):
-            ids = data.store_group(memory, group)
+            ids = retrieval.store_all(memory, group.memories, retrieval.Refused({}), group.id_key)
             seen.extend(data.examples(memory, group, ids, group.questions))
         if progress:
             progress(f"{group.name}: {len(group.questions)} questions")

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from slm.engine import Memory, MemoryInput
-from slm.learn.features import FEATURES, Candidates
+from slm.learn.adapt import read_window
+from slm.learn.features import FEATURES
 from slm.learn.model import Example
-from slm.learn.rerank import Reranking
 from slm_bench import locomo, retrieval
 
 
@@ -92,38 +92,6 @@ def groups(path: str | Path) -> list[Group]:
     ]
 
 
-def store_group(memory: Memory, group: Group) -> dict[str, str]:
-    """Store a group's memories (those the engine accepts); stored id -> data-set id."""
-    ids: dict[str, str] = {}
-    accepted = []
-    for item in group.memories:
-        try:
-            memory.validate_item(item)
-        except ValueError:
-            continue
-        accepted.append(item)
-    for start in range(0, len(accepted), retrieval.BATCH):
-        for record in memory.remember_many(accepted[start : start + retrieval.BATCH]):
-            ids[record.id] = str(record.metadata[group.id_key])
-    return ids
-
-
-def window_of(
-    memory: Memory, question: str, now: datetime, reranking: Reranking | None = None
-) -> tuple[Candidates, list[str]]:
-    """The window of one recall (before reranking) and the stored ids it returned."""
-    seen: list[Candidates] = []
-    observing = Reranking(
-        reranking.ranker if reranking else None,
-        reranking.model_id if reranking else None,
-        reranking.origin if reranking else "default",
-        observe=seen.append,
-    )
-    response = memory.recall_with(observing, question, k=10, now=now)
-    empty = Candidates((), np.zeros((0, 0)))
-    return (seen[0] if seen else empty), response.ids
-
-
 def label(ids: Sequence[str], evidence: frozenset[str]) -> tuple[int, ...]:
     return tuple(1 if i in evidence else 0 for i in ids)
 
@@ -133,9 +101,8 @@ def examples(
 ) -> Iterator[Seen]:
     """Each question's window on ``memory`` (where ``group`` is stored), labelled."""
     for question in questions:
-        window, _ = window_of(memory, question.text, group.now)
-        records = memory.store.get_by_keys(memory.profile, window.keys)
-        row_ids = tuple(ids.get(records[k].id, "") if k in records else "" for k in window.keys)
+        window = read_window(memory.recall_with, question.text, k=10, now=group.now)
+        row_ids = tuple(ids.get(i, "") for i in window.ids)
         yield Seen(
             group.name,
             question,

@@ -140,21 +140,23 @@ class Refused:
         return sum(len(ids) for ids in self.ids.values())
 
 
-def _store_all(memory: Memory, items: Sequence[MemoryInput], refused: Refused) -> dict[str, str]:
+def store_all(
+    memory: Memory, items: Sequence[MemoryInput], refused: Refused, id_key: str = "id"
+) -> dict[str, str]:
     """Store ``items`` in batches; items the engine refuses are left out and recorded.
-    Returns stored memory id -> the data set's id."""
+    Returns stored memory id -> the data set's id (``metadata[id_key]``)."""
     accepted = []
     for item in items:
         try:
             memory.validate_item(item)
         except InvalidInput as exc:
-            refused.ids.setdefault(str(exc), []).append(str(item.metadata["id"]))  # type: ignore[index]
+            refused.ids.setdefault(str(exc), []).append(str(item.metadata[id_key]))  # type: ignore[index]
             continue
         accepted.append(item)
     ids: dict[str, str] = {}
     for start in range(0, len(accepted), BATCH):
         for record in memory.remember_many(accepted[start : start + BATCH]):
-            ids[record.id] = str(record.metadata["id"])
+            ids[record.id] = str(record.metadata[id_key])
     return ids
 
 
@@ -185,7 +187,7 @@ def run(
     for instance in data:
         with fresh_store(dsn, settings, embedder, f"bench-{run_id}-{instance.id}") as memory:
             start = time.perf_counter()
-            ids = _store_all(memory, instance.memories, refused)
+            ids = store_all(memory, instance.memories, refused)
             ingest_ms += (time.perf_counter() - start) * 1000
             stored += len(ids)
             asked = instance.questions[:questions] if questions else instance.questions

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from slm.contract import RecallResponse
-from slm.errors import ModelError, SlmError
+from slm.errors import ModelError, NotFound, SlmError
 from slm.learn.features import FEATURES, Candidates
 from slm.learn.model import Example, Ranker, default_ranker, fit, order
 from slm.learn.rerank import Reranking
@@ -114,7 +114,7 @@ class Learning:
         try:
             data = json.loads(text)
             model = data.get("model")
-            ranker = Ranker.from_json(json.dumps(model), "learned model") if model else None
+            ranker = Ranker.from_data(model, "learned model") if model else None
             self.error = None
             return LearnedState(ranker, data.get("report", {}))
         except (ValueError, AttributeError, ModelError) as exc:
@@ -190,26 +190,34 @@ class Learning:
         """Write what is pending and stop the log's thread."""
         self._writer.shutdown(wait=True)
 
-    def _rerun(self, entry: LoggedRecall) -> tuple[Candidates, list[str]]:
-        """A logged recall again, without reranking: its window and the ids of its rows."""
-        seen: list[Candidates] = []
+    def logged_recall(self, query_id: str) -> LoggedRecall:
+        """The logged recall ``query_id`` names; :class:`NotFound` when the profile has none."""
+        self.flush()  # it may have been logged a moment ago
+        entry = self.store.logged_recalls(self.profile, [query_id]).get(query_id)
+        if entry is None:
+            raise NotFound(
+                f"no recall with query id {query_id} in profile {self.profile!r} (query ids "
+                "are kept for the newest recalls and those feedback names; docs/learning.md)"
+            )
+        return entry
+
+    def _rerun(self, entry: LoggedRecall) -> Candidates:
+        """A logged recall again, without reranking: its window. Feedback given after it
+        (its own labels included) is left out of the window's features."""
         request = json.loads(entry.request)
-        reading = Reranking(None, observe=seen.append, marks_before=entry.created_at)
-        self._recall(reading, request.pop("query"), **request)
-        if not seen:
-            return Candidates((), np.zeros((0, len(FEATURES)))), []
-        records = self.store.get_by_keys(self.profile, seen[0].keys)
-        return seen[0], [records[k].id if k in records else "" for k in seen[0].keys]
+        return read_window(self._recall, request.pop("query"), entry.created_at, **request)
 
     # -- feedback ------------------------------------------------------------------------
 
-    def after_feedback(self, event: FeedbackEvent) -> dict[str, Any] | None:
+    def after_feedback(
+        self, event: FeedbackEvent, entry: LoggedRecall | None
+    ) -> dict[str, Any] | None:
         """Refit when learning is on and enough new labelled recalls arrived; the refit's
         report, or None when none ran. Only a recall's first useful label can add one, so
-        a flood of feedback on known recalls costs no refits."""
-        if not self.active or self.base is None or not event.useful or event.query_id is None:
+        a flood of feedback on known recalls costs no refits. ``entry``: the logged recall
+        the event names, as read before the event was stored."""
+        if not self.active or self.base is None or not event.useful:
             return None
-        entry = self.store.logged_recalls(self.profile, [event.query_id]).get(event.query_id)
         if entry is None or entry.example is not None:
             return None
         self._keep(entry)
@@ -223,8 +231,8 @@ class Learning:
         """A logged recall's window, read again and kept with it. A request that cannot run
         any more (a channel since removed, say) keeps an empty window: it is skipped."""
         try:
-            window, ids = self._rerun(entry)
-            kept = (window.matrix, ids)
+            window = self._rerun(entry)
+            kept = (window.matrix, list(window.ids))
         except (SlmError, TypeError, ValueError) as exc:
             log.warning("slm: recall %s cannot be read again: %s", entry.query_id, exc)
             kept = (np.zeros((0, len(FEATURES))), [])
@@ -269,7 +277,7 @@ class Learning:
             "labelled": labelled,
             "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
-        kept = {"model": json.loads(model.to_json()) if model else None, "report": report}
+        kept = {"model": model.to_data() if model else None, "report": report}
         self.store.set_meta(_meta_key(self.profile), json.dumps(kept))
         self._state = None
         return report
@@ -281,6 +289,17 @@ class Learning:
         self.store.set_meta(_meta_key(self.profile), "")
         self._state = None
         return count
+
+
+def read_window(
+    recall: Recall, query: str, marks_before: int | None = None, **request: Any
+) -> Candidates:
+    """The window of one recall (``recall``: ``Memory.recall_with``) before reranking, with
+    feedback given before ``marks_before`` among its features; empty when nothing passed
+    the evidence floor."""
+    seen: list[Candidates] = []
+    recall(Reranking(None, observe=seen.append, marks_before=marks_before), query, **request)
+    return seen[0] if seen else Candidates.empty()
 
 
 def learn(examples: Sequence[Example], base: Ranker) -> tuple[Ranker | None, dict[str, Any]]:

@@ -55,10 +55,15 @@ FEATURES: tuple[str, ...] = (
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """The reranking window of one recall: memory keys in the order before reranking,
-    and their feature rows (``len(keys) x len(FEATURES)``)."""
+    their memory ids, and their feature rows (``len(keys) x len(FEATURES)``)."""
 
     keys: tuple[int, ...]
+    ids: tuple[str, ...]
     matrix: np.ndarray
+
+    @classmethod
+    def empty(cls) -> Candidates:
+        return cls((), (), np.zeros((0, len(FEATURES))))
 
 
 def window(ranking: Mapping[int, float], order: Sequence[int], hidden: frozenset[int]) -> list[int]:
@@ -79,11 +84,11 @@ def candidates(
     records: Mapping[int, MemoryRecord],
     marks: Mapping[str, tuple[int, int]],
 ) -> Candidates:
-    """The feature rows of ``keys`` (the window, best first); ``marks``: the profile's
-    (useful, not useful) feedback counts by memory id."""
+    """The feature rows of ``keys`` (the window, best first, each in ``records``);
+    ``marks``: the profile's (useful, not useful) feedback counts by memory id."""
     rows = np.zeros((len(keys), len(FEATURES)), dtype=np.float64)
     if not keys:
-        return Candidates((), rows)
+        return Candidates.empty()
     column = {key: i for i, key in enumerate(keys)}
     for c, name in enumerate(ALL_CHANNELS):
         for hit in rankings.get(name, ()):
@@ -92,16 +97,15 @@ def candidates(
                 rows[row, c] = 1.0 / hit.rank
     base = len(ALL_CHANNELS)
     best = max(fused.get(key, 0.0) for key in keys) or 1.0
-    times = sorted({records[key].event_time for key in keys if key in records})
+    times = sorted({records[key].event_time for key in keys})
     place = {moment: i for i, moment in enumerate(times)}
     spread = max(len(times) - 1, 1)
     groups = [frozenset(e for e, _ in m) for m in context.query.entity_ids.values()]
     mentioned = context.graph.mentions(keys) if groups else {}
     edges = context.graph.edges(keys)
     for row, key in enumerate(keys):
-        e = evidence[key]
-        record = records.get(key)
-        content = record.content if record is not None else ""
+        e, record = evidence[key], records[key]
+        content = record.content
         rows[row, base:] = (
             fused.get(key, 0.0) / best,
             1.0 / (row + 1),
@@ -113,14 +117,14 @@ def candidates(
             100.0 * boosts.get(key, 0.0),
             1.0 if roles.get(key, 0.0) > 0 else 0.0,
             1.0 if facts.get(key, 0.0) > 0 else 0.0,
-            place[record.event_time] / spread if record is not None else 0.0,
+            place[record.event_time] / spread,
             math.log1p(len(content)),
             1.0 if content.rstrip().endswith("?") else 0.0,
             *_entities(groups, mentioned.get(key, ())),
             *_neighbours(edges.get(key, ()), evidence),
-            *_marks(marks.get(record.id, (0, 0)) if record is not None else (0, 0)),
+            *_marks(marks.get(record.id, (0, 0))),
         )
-    return Candidates(tuple(keys), rows)
+    return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows)
 
 
 def _entities(

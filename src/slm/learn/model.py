@@ -115,17 +115,18 @@ class Ranker:
             "weights": [round(float(v), 10) for v in self.weights],
         }
 
+    def to_data(self) -> dict[str, Any]:
+        """The model as the JSON object its file holds."""
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "kind": "pairwise-quadratic",
+            "trained_on": self.trained_on,
+            **self._numbers(),
+        }
+
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "format": FORMAT,
-                "version": FORMAT_VERSION,
-                "kind": "pairwise-quadratic",
-                "trained_on": self.trained_on,
-                **self._numbers(),
-            },
-            indent=1,
-        )
+        return json.dumps(self.to_data(), indent=1)
 
     @classmethod
     def from_json(cls, text: str, where: str = "model") -> Ranker:
@@ -134,6 +135,11 @@ class Ranker:
             data = json.loads(text)
         except (ValueError, TypeError) as exc:
             raise ModelError(f"{where} is not a ranking model (not JSON: {exc})") from None
+        return cls.from_data(data, where)
+
+    @classmethod
+    def from_data(cls, data: Any, where: str = "model") -> Ranker:
+        """A model from its JSON object (:meth:`to_data`); :class:`ModelError` otherwise."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise ModelError(f"{where} is not a ranking model (format is not {FORMAT!r})")
         if data.get("version") != FORMAT_VERSION:

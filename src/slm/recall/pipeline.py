@@ -70,7 +70,7 @@ def rank(
         keys = window(ranking, fusion.order(ranking), query.hidden)
         records.update(store.get_by_keys(query.profile, [k for k in keys if k not in records]))
         keys = [key for key in keys if key in records]
-        shown = [records[k].id for k in keys]
+        shown = [records[key].id for key in keys]
         marks = store.feedback_marks(query.profile, shown, reranking.marks_before)
         seen = candidates(
             context, keys, rankings, fused, evidence, passed, boosts, roles, facts, records, marks
