@@ -12,6 +12,7 @@ from slm.channels import ALL_CHANNELS
 from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult
 from slm.engine import Memory, MemoryInput, Remembered
 from slm.errors import (
+    CalibrationError,
     ChannelUnavailable,
     ConfigError,
     EmbedderError,
@@ -22,13 +23,15 @@ from slm.errors import (
     StoreError,
 )
 from slm.models import MemoryRecord
+from slm.release import VERSION
 from slm.settings import Settings
 
-__version__ = "0.3.0"
+__version__ = VERSION
 
 __all__ = [
     "ALL_CHANNELS",
     "SCORE_CONTRACT_VERSION",
+    "CalibrationError",
     "ChannelRank",
     "ChannelUnavailable",
     "ConfigError",

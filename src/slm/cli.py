@@ -21,6 +21,7 @@ from slm.cli_base import (
     quiet_option,
     readable,
 )
+from slm.cli_calibrate import calibrate_command
 from slm.cli_output import (
     emit,
     progress,
@@ -43,14 +44,25 @@ from slm.errors import DISTRIBUTION, NotFound
     help="PostgreSQL DSN of a server store, used instead of --db (env SLM_DSN).",
 )
 @click.option("--profile", help="Profile name, [A-Za-z0-9_.-]{1,64} (env SLM_PROFILE).")
+@click.option(
+    "--calibration",
+    type=click.Path(dir_okay=False),
+    help="Calibration artefact for answer_confidence (env SLM_CALIBRATION; 'slm calibrate').",
+)
 @click.version_option(package_name=DISTRIBUTION)
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, dsn: str | None, profile: str | None) -> None:
+def cli(
+    ctx: click.Context,
+    db: str | None,
+    dsn: str | None,
+    profile: str | None,
+    calibration: str | None,
+) -> None:
     """slm: local-first memory for AI agents. Store what matters; recall it ranked."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if profile is not None:
         validate.profile(profile)
-    ctx.obj = Context(db, profile, dsn)
+    ctx.obj = Context(db, profile, dsn, calibration)
 
 
 @cli.command()
@@ -176,7 +188,7 @@ def recall(
 ) -> None:
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
     --include-superseded)."""
-    with obj.memory(create=False) as memory:
+    with obj.memory(create=False, calibrated=True) as memory:
         response = memory.recall(
             query,
             k=k,
@@ -369,7 +381,7 @@ def feedback(
 @click.pass_obj
 def health(obj: Context, as_json: bool) -> None:
     """Report store, embedder and channel health."""
-    with obj.memory(create=False) as memory:
+    with obj.memory(create=False, calibrated=True) as memory:
         report = memory.health()
     if as_json:
         emit(report)
@@ -386,6 +398,15 @@ def health(obj: Context, as_json: bool) -> None:
         click.echo(f"ranking  {ranking['model']} ({ranking['origin']}), learning {learning}")
     else:
         click.echo("ranking  fused order (reranker off)")
+    calibration = report["calibration"]
+    if calibration["status"] == "calibrated":
+        held = calibration["heldout"]
+        click.echo(
+            f"calibration {calibration['calibration_id']} (k={calibration['k']}; held out: "
+            f"n {held['n']}, ECE {held['ece']})"
+        )
+    else:
+        click.echo("calibration none (answer_confidence is null)")
 
 
 @cli.command()
@@ -399,7 +420,7 @@ def trace(
     obj: Context, query: str, k: int, channels: str | None, now: str | None, as_json: bool
 ) -> None:
     """Explain a recall: what each channel found, how it was fused, why each result is there."""
-    with obj.memory(create=False) as memory:
+    with obj.memory(create=False, calibrated=True) as memory:
         response = memory.recall(
             query,
             k=k,
@@ -501,7 +522,7 @@ def demo(ctx: click.Context, as_json: bool) -> None:
     if not obj.profile_flag:
         obj.profile = "demo"
     answers = []
-    with obj.memory() as memory:
+    with obj.memory(calibrated=True) as memory:
         stored = memory.remember_many(conversation())
         if not as_json:
             click.echo(f"Stored {len(stored)} memories of a conversation between Maya and Sam")
@@ -523,7 +544,7 @@ def mcp(obj: Context) -> None:
     """Serve the profile's memory to MCP clients (Claude Code, Cursor...) over stdio."""
     from slm.mcp_server import run_stdio
 
-    with obj.memory() as memory:
+    with obj.memory(calibrated=True) as memory:
         run_stdio(memory)
 
 
@@ -536,9 +557,21 @@ def serve(obj: Context, host: str, port: int) -> None:
     from slm.http import serve as serve_http
 
     token = os.environ.get("SLM_API_TOKEN")
+    settings = obj.settings()
+    if settings.calibration is not None:
+        with obj.memory(calibrated=True):
+            pass  # a calibration artefact the server cannot use stops it here, said plainly
     serve_http(
-        host=host, port=port, location=obj.location(), default_profile=obj.profile, token=token
+        host=host,
+        port=port,
+        location=obj.location(),
+        default_profile=obj.profile,
+        token=token,
+        settings=settings,
     )
+
+
+cli.add_command(calibrate_command)
 
 
 def _store_option(name: str, help: str) -> click.Option:

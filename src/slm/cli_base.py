@@ -31,19 +31,33 @@ EXIT_INTERNAL = 70
 class Context:
     """Where the command's store is: set by the global options, before or after the command."""
 
-    def __init__(self, db: str | None, profile: str | None, dsn: str | None = None) -> None:
+    def __init__(
+        self,
+        db: str | None,
+        profile: str | None,
+        dsn: str | None = None,
+        calibration: str | None = None,
+    ) -> None:
         self.db = db
         self.dsn = dsn
+        #: a calibration artefact (--calibration), over SLM_CALIBRATION
+        self.calibration = calibration
         #: whether --profile was given (SLM_PROFILE alone does not count)
         self.profile_flag = profile is not None
         self.profile = profile or os.environ.get("SLM_PROFILE") or "default"
 
     @contextmanager
-    def memory(self, *, create: bool = True, **overrides: Any) -> Iterator[Memory]:
+    def memory(
+        self, *, create: bool = True, calibrated: bool = False, **overrides: Any
+    ) -> Iterator[Memory]:
         """The store, opened for the command. A command that only reads (``create=False``)
         refuses a SQLite file that does not exist instead of creating an empty one; one that
-        writes creates it, but not a directory named with ``--db`` that does not exist."""
-        settings = Settings.from_env(**overrides)
+        writes creates it, but not a directory named with ``--db`` that does not exist.
+        Only a command that recalls (``calibrated``) loads the calibration artefact, so a
+        stale one never stops a write."""
+        if not calibrated:
+            overrides["calibration"] = None
+        settings = self.settings(**overrides)
         location = self.location()
         if not location.exists():
             path = location.path
@@ -61,6 +75,12 @@ class Context:
                 )
         with Memory(location, profile=self.profile, settings=settings) as memory:
             yield memory
+
+    def settings(self, **overrides: Any) -> Settings:
+        """The settings from the environment, with --calibration and ``overrides``."""
+        if self.calibration is not None:
+            overrides.setdefault("calibration", self.calibration)
+        return Settings.from_env(**overrides)
 
     def location(self) -> Location:
         """The store the options name: ``--dsn``, else ``--db``, else the default file."""

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, RecallResponse
+from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
 from slm.models import MemoryRecord
 
 #: Abstention reasons in words.
@@ -20,6 +20,8 @@ ABSTAINED = {
     "floor: none is similar enough, shares enough of the question's words or falls in its "
     "time window).",
     NO_CANDIDATES: "Nothing stored matches this at all (no channel found a candidate).",
+    SELECTIVE_RISK: "Abstained: the calibrated chance that these results hold the answer is "
+    "below the calibration's risk threshold. The results are shown for reference.",
 }
 ORDER_NOTE = (
     "Ordered by ranking (how the channels agree, plus boosts); relevance (0..1) is how strongly "
@@ -89,9 +91,15 @@ def remembered(done: Any) -> str:
 
 def show_response(response: RecallResponse) -> None:
     """A recall's results: content, then relevance, ranking and where the memory is from."""
+    if response.answer_confidence is not None:
+        click.echo(
+            f"answer confidence {response.answer_confidence:.2f} (the calibrated chance that "
+            f"these results hold the answer; {response.calibration_id})"
+        )
     if response.abstained:
         click.echo(ABSTAINED.get(response.abstention_reason or "", "Nothing found."))
-        return
+        if not response.results:
+            return
     reordered = False
     previous = None
     for result in response.results:
@@ -156,6 +164,15 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
             f"boost {detail['entity_graph_boost']:.4f}, role {detail['role_boost']:.4f}, "
             f"fact {detail['fact_boost']:.4f}; {ranks}"
         )
+    calibration = trace.get("calibration")
+    if calibration is not None:
+        if calibration["applied"]:
+            click.echo(
+                f"\nanswer confidence {response.answer_confidence:.2f} "
+                f"({calibration['calibration_id']})"
+            )
+        else:
+            click.echo(f"\nuncalibrated: {calibration['reason']}")
     click.echo(f"\n{trace['total_ms']:.1f} ms")
 
 

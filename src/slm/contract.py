@@ -7,9 +7,11 @@ any adjustment; unbounded, diagnostic), ``memory_confidence`` (stored with the m
 Additive fields beside them: the memory's validity (``valid_from``, ``valid_to``,
 ``superseded_by``) and ``possibly_superseded_by`` (docs/lifecycle.md). The
 legacy aliases ``score`` and ``confidence`` are emitted unless ``legacy_aliases`` is off.
-Per response: version, the ``query_id`` feedback names it by, calibration fields (always
-uncalibrated: slm publishes no answer probability), abstention, results and, on request,
-the trace.
+Per response: version, the ``query_id`` feedback names it by, calibration fields
+(uncalibrated, with a null ``answer_confidence``, unless a calibration artefact that passed
+the release gate is loaded: docs/calibration.md), abstention, results and, on request, the
+trace. :class:`RecallSignals` is what a calibration reads from a recall; it is not in the
+response body (a trace with a calibration loaded shows it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from slm.models import MemoryRecord
 SCORE_CONTRACT_VERSION = "2"
 NO_CANDIDATES = "no_candidates"
 EVIDENCE_FLOOR = "evidence_floor"
+#: the calibrated ``answer_confidence`` is below the threshold of the artefact's declared
+#: selective-risk target (the results are kept)
+SELECTIVE_RISK = "selective_risk"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,39 @@ class RecallResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RecallSignals:
+    """What a recall knows about how well its top ``k`` answers the question, in the order
+    of :data:`SIGNALS`: the input of a calibration (``slm.calibrate``)."""
+
+    values: tuple[float, ...]
+    #: the ``k`` the recall was asked for
+    k: int
+
+    def named(self) -> dict[str, float]:
+        return dict(zip(SIGNALS, self.values, strict=True))
+
+
+#: The names of :attr:`RecallSignals.values` (docs/calibration.md says what each is).
+SIGNALS = (
+    "top_relevance",
+    "second_relevance",
+    "relevance_margin",
+    "mean_relevance",
+    "top_cosine",
+    "top_lexical",
+    "best_lexical",
+    "agreement",
+    "channels_ran",
+    "result_share",
+    "primary_share",
+    "passed_share",
+    "time_match",
+    "unknown_entities",
+    "query_terms",
+)
+
+
+@dataclass(frozen=True, slots=True)
 class RecallResponse:
     query: str
     results: tuple[RecallResult, ...]
@@ -80,6 +118,11 @@ class RecallResponse:
     legacy_aliases: bool = True
     #: names this recall for feedback (``Memory.feedback(..., query_id=...)``)
     query_id: str | None = None
+    #: what a calibration reads (not in the body; shown in a calibrated trace)
+    signals: RecallSignals | None = None
+    #: set together, by a loaded calibration artefact only (docs/calibration.md)
+    calibration_id: str | None = None
+    answer_confidence: float | None = None
 
     def __len__(self) -> int:
         return len(self.results)
@@ -91,9 +134,9 @@ class RecallResponse:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "score_contract_version": SCORE_CONTRACT_VERSION,
-            "calibration_status": "uncalibrated",
-            "calibration_id": None,
-            "answer_confidence": None,
+            "calibration_status": "uncalibrated" if self.calibration_id is None else "calibrated",
+            "calibration_id": self.calibration_id,
+            "answer_confidence": self.answer_confidence,
             "abstained": self.abstained,
             "abstention_reason": self.abstention_reason,
             "query": self.query,

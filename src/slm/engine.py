@@ -19,21 +19,22 @@ from typing import Any
 import numpy as np
 
 from slm import supersede, validate
-from slm.channels import Channel, build_channels, enabled, registered
+from slm.calibrate.artefact import Calibration, fingerprint
+from slm.channels import Channel, build_channels, enabled
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
 from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
 from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
-from slm.items import MemoryInput, check_item, content_hash
+from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.settings import Settings, default_db_path
-from slm.store import Filters, Location, Store, open_store
+from slm.store import Location, Store, open_store
 from slm.store.base import MAX_PASSAGES, FeedbackEvent
 from slm.text import terms
 
@@ -102,6 +103,9 @@ class Memory:
             self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
             self.learning = Learning(self.store, self.profile, self.settings, self.recall_with)
+            self.calibration: Calibration | None = None
+            if self.settings.calibration is not None:
+                self.use_calibration(self.settings.calibration)
         except BaseException:
             self.store.close()
             raise
@@ -431,7 +435,7 @@ class Memory:
     ) -> list[MemoryRecord]:
         """Memories, most recently recorded first."""
         limit, offset = validate.limit_offset(limit, offset)
-        filters = _filters(source, tags, after, before)
+        filters = filters_of(source, tags, after, before)
         return self.store.page(self.profile, limit, offset, filters)
 
     def count(self) -> int:
@@ -482,8 +486,36 @@ class Memory:
             "include_superseded": include_superseded,
             "as_of": as_of,
         }
-        response = self.recall_with(self.learning.reranking(), query, trace=trace, **request)
+        reranking = self.learning.reranking()
+        response = self.recall_with(reranking, query, trace=trace, **request)
+        calibration = self.calibration  # read once: use_calibration may swap it meanwhile
+        if calibration is not None:
+            response = calibration.apply(
+                response,
+                ranker=reranking.model_id if reranking else None,
+                restricted=channels is not None
+                and set(channel_names(channels)) != set(enabled(self.settings)),
+            )
         return self.learning.logged(response, request)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """The identity of this release and retrieval configuration that a calibration
+        artefact must match (``slm.calibrate.artefact.fingerprint``)."""
+        base = self.learning.base
+        return fingerprint(
+            self.settings,
+            self.channels,
+            self.embedder.name,
+            base.id if base else None,
+            self.store.kind,
+        )
+
+    def use_calibration(self, path: str | Path | None) -> None:
+        """Report ``answer_confidence`` from the calibration artefact at ``path`` (None:
+        stop). An artefact that was edited, did not pass the gate, or was fitted for another
+        release or configuration raises :class:`CalibrationError`, and recall stays as it
+        was (docs/calibration.md)."""
+        self.calibration = None if path is None else Calibration.load(path, self.fingerprint())
 
     def recall_with(
         self,
@@ -516,10 +548,10 @@ class Memory:
                 "as_of answers with what held then; it cannot include superseded memories",
                 field="as_of",
             )
-        filters = replace(_filters(source, tags, after, before), valid_at=valid_at)
+        filters = replace(filters_of(source, tags, after, before), valid_at=valid_at)
         settings = self.settings
         if channels is not None:
-            settings = settings.with_channels(_channel_names(channels))
+            settings = settings.with_channels(channel_names(channels))
         allowed = None
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
@@ -548,6 +580,7 @@ class Memory:
 
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
+        calibration = self.calibration
         counts = self.store.index_counts(self.profile)
         channels = {name: self.channel_health(name, counts) for name in self.channels}
         return {
@@ -557,6 +590,7 @@ class Memory:
             "embedder": self.embedder.health(),
             "channels": channels,
             "ranking": self.learning.describe(),
+            "calibration": calibration.describe() if calibration else {"status": "uncalibrated"},
         }
 
 
@@ -604,42 +638,3 @@ def _with_derived(
         batch_links=batch_links,
         facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
     )
-
-
-def _filters(
-    source: str | None,
-    tags: Sequence[str],
-    after: datetime | str | None,
-    before: datetime | str | None,
-) -> Filters:
-    return Filters(
-        source=validate.source(source),
-        tags=validate.tags(tags),
-        after=validate.timestamp(after, "after"),
-        before=validate.timestamp(before, "before"),
-    )
-
-
-def _channel_names(names: object) -> tuple[str, ...]:
-    if isinstance(names, str):
-        names = names.split(",")
-    if not isinstance(names, Iterable) or isinstance(names, bytes | Mapping):
-        raise InvalidInput("channels must be a list of channel names", field="channels")
-    chosen: dict[str, None] = {}
-    for name in names:
-        if not isinstance(name, str):
-            raise InvalidInput(
-                f"channels must be channel names, not {type(name).__name__}", field="channels"
-            )
-        name = name.strip()
-        if name and name not in registered():
-            raise InvalidInput(
-                f"unknown channel {name[:80]!r}; known: {', '.join(registered())}",
-                field="channels",
-            )
-        if name:
-            chosen[name] = None
-    cleaned = tuple(chosen)
-    if not cleaned:
-        raise InvalidInput("channels names no channel", field="channels")
-    return cleaned

@@ -8,7 +8,9 @@ MCP server returns a tool error, the HTTP API answers with a 4xx/5xx JSON body.
     ├── InvalidInput        bad argument from the caller (HTTP 400); also a ValueError
     ├── NotFound            no memory with that id in this profile (HTTP 404); also a KeyError
     ├── ConfigError         settings, environment or store/embedder mismatch
-    │   └── ModelError      a ranking model is corrupt or was made for other features
+    │   ├── ModelError      a ranking model is corrupt or was made for other features
+    │   └── CalibrationError  a calibration artefact is altered, malformed or made for
+    │                       another release or configuration; or labels cannot be used
     ├── ChannelUnavailable  a required retrieval channel is unhealthy at startup
     ├── EmbedderError       the embedding model could not be loaded or run
     └── StoreError          the store could not be opened, read or written
@@ -62,6 +64,12 @@ class ModelError(ConfigError):
     corrupt, or trained on other features than this version computes."""
 
 
+class CalibrationError(ConfigError):
+    """A calibration artefact cannot be used (edited after it was written, malformed, made
+    for another release or retrieval configuration), or a calibration cannot be fitted from
+    the labels given (docs/calibration.md). The message says which."""
+
+
 class ChannelUnavailable(SlmError):
     """A channel listed in ``required_channels`` is unhealthy."""
 
@@ -94,6 +102,7 @@ OUTCOMES: dict[type[SlmError], Outcome] = {
     StoreError: Outcome(503, "unavailable", 1, "unavailable"),
     ConfigError: Outcome(500, "error", 1, "configuration error"),
     ModelError: Outcome(500, "error", 1, "ranking model error"),
+    CalibrationError: Outcome(500, "error", 1, "calibration error"),
     SlmError: Outcome(500, "error", 1, "error"),
 }
 

@@ -495,6 +495,7 @@ def serve(
     default_profile: str = "default",
     token: str | None = None,
     log_level: Literal["warning", "info", "debug"] = "info",
+    settings: Settings | None = None,
 ) -> None:
     """Run the API until interrupted; refuse a non-loopback host without a token."""
     token = token.strip() if token else None
@@ -504,7 +505,11 @@ def serve(
             "(clients then send 'Authorization: Bearer <token>') or bind 127.0.0.1"
         )
     app = create_app(
-        location, default_profile=default_profile, token=token, loopback_only=not token
+        location,
+        settings=settings,
+        default_profile=default_profile,
+        token=token,
+        loopback_only=not token,
     )
     uvicorn.run(
         app, host=host, port=port, log_level=log_level, access_log=False, server_header=False

@@ -119,8 +119,8 @@ class RecallOut(BaseModel):
     model_config = ConfigDict(extra="allow")
     score_contract_version: str
     calibration_status: str
-    calibration_id: None
-    answer_confidence: None
+    calibration_id: str | None
+    answer_confidence: float | None
     abstained: bool
     abstention_reason: str | None
     query: str

@@ -31,7 +31,9 @@ Long-term memory that persists across sessions. Call `recall` before answering a
 may depend on earlier conversations (the user's preferences and standing instructions, people,
 projects, decisions, dates). Call `remember` when you learn a durable fact worth having next
 time. `relevance_score` says how strongly a memory answers the query (0..1, not a
-probability); when `abstained` is true nothing stored is relevant: say you do not know."""
+probability); when `abstained` is true nothing stored is relevant enough: say you do not
+know. `answer_confidence`, when not null, is a calibrated probability that the results hold
+the answer."""
 
 REMEMBER = """\
 Store one durable fact, preference or standing instruction.
@@ -51,7 +53,7 @@ anything that may depend on earlier sessions; phrase the query as the question y
 answered, one topic per call. Filters narrow it to a source, tags or a time range. It
 answers with what is true now (`as_of` for another moment); `possibly_superseded_by` on a
 result names newer memories that may replace it. If `abstained` is true, nothing stored is
-relevant: do not guess from the results."""
+relevant enough: do not guess from the results."""
 
 FORGET = """\
 Delete memories by id (from recall, get or list_recent) when the user asks you to forget

@@ -66,6 +66,10 @@ class Settings:
             (``slm bench learning --train-default --out FILE`` writes one).
         learning: with ``rerank``, let a profile's own feedback train its ranker (it takes
             over from the shipped model only after enough feedback and a shadow test).
+        calibration: a calibration artefact file (``slm calibrate``; docs/calibration.md).
+            When it passed the release gate and was fitted for this release and
+            retrieval configuration, recalls of its ``k`` report ``answer_confidence``;
+            any other artefact is refused when the ``Memory`` opens.
     """
 
     channels: tuple[str, ...] | None = None
@@ -92,6 +96,7 @@ class Settings:
     rerank: bool = False
     rerank_model: str | None = None
     learning: bool = True
+    calibration: str | None = None
 
     def __post_init__(self) -> None:
         if self.embedder not in EMBEDDERS:
@@ -119,7 +124,8 @@ class Settings:
         ``SLM_CHANNELS`` and ``SLM_REQUIRED_CHANNELS`` are comma-separated channel names,
         ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number,
         ``SLM_LEGACY_ALIASES``, ``SLM_RERANK`` and ``SLM_LEARNING`` are booleans (1/0,
-        true/false, yes/no, on/off), ``SLM_RERANK_MODEL`` is a model file and
+        true/false, yes/no, on/off), ``SLM_RERANK_MODEL`` is a model file,
+        ``SLM_CALIBRATION`` a calibration artefact and
         ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``.
         """
         env = os.environ if env is None else env
@@ -143,8 +149,10 @@ class Settings:
             variable = f"SLM_{name.upper()}"
             if variable in env:
                 values[name] = parse_bool(env[variable], variable)
-        if env.get("SLM_RERANK_MODEL", "").strip():
-            values["rerank_model"] = env["SLM_RERANK_MODEL"].strip()
+        for name in ("rerank_model", "calibration"):
+            variable = f"SLM_{name.upper()}"
+            if env.get(variable, "").strip():
+                values[name] = env[variable].strip()
         if "SLM_UPDATE_POLICY" in env:
             values["update_policy"] = env["SLM_UPDATE_POLICY"].strip().lower()
         values.update(overrides)

@@ -96,7 +96,7 @@ def _quality(
     """Run the ``slm_bench.<name>`` harness with the shared options and emit its report."""
     harness = importlib.import_module(f"slm_bench.{name}")
     chosen = channel_names(channels, "--channels") if channels else None
-    settings = Settings.from_env()
+    settings = Settings.from_env(calibration=None)
     settings = replace(settings, rerank=True) if rerank else settings
     report = harness.run(data, settings=settings, channels=chosen, progress=_progress(quiet), **run)
     limits = {k: v for k, v in run.items() if k not in ("dsn", "ablate")}
@@ -241,7 +241,7 @@ def scale(
         keep=keep,
         cold=cold,
         real_vectors=real_vectors,
-        settings=Settings.from_env(),
+        settings=Settings.from_env(calibration=None),
         cache_dir=cache_dir,
         extra=extra,
         singles=singles,
@@ -290,7 +290,7 @@ def lifecycle(
         seed=seed,
         histories=histories,
         phrasings=phrasings,
-        settings=Settings.from_env(),
+        settings=Settings.from_env(calibration=None),
         locomo=locomo,
         progress=_progress(quiet),
     )
@@ -351,7 +351,7 @@ def learning(
     (docs/learning.md)."""
     from slm_bench import learning as harness
 
-    settings = Settings.from_env(rerank=False)
+    settings = Settings.from_env(rerank=False, calibration=None)
     files = {
         name: harness.load_or_collect(path, settings, cache, _progress(quiet))
         for name, path in (("locomo-dev", locomo_file), ("beam-dev", beam_file))

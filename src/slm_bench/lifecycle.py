@@ -113,7 +113,7 @@ def run(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return the report (see the module docstring)."""
-    settings = settings or Settings.from_env()
+    settings = settings or Settings.from_env(calibration=None)
     data = generate(seed, histories, phrasings)
     model = Precomputed(make_embedder(settings.embedder))  # each text embedded once
     answers: dict[str, list[tuple[Question, list[str]]]] = {mode: [] for mode in MODES}

@@ -172,7 +172,7 @@ def run(
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return the report (see the module docstring)."""
-    settings = settings or Settings.from_env()
+    settings = settings or Settings.from_env(calibration=None)
     name, data = load(path)
     data = data[:instances] if instances else data
     base = tuple(channels) if channels else enabled(settings)

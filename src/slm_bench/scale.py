@@ -250,7 +250,7 @@ def run(
             "each target a different memory)",
             field="queries",
         )
-    settings = settings or Settings.from_env()
+    settings = settings or Settings.from_env(calibration=None)
     say = progress or (lambda line: None)
     started, clock = _now(), time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="slm-scale-")) if directory is None else directory

@@ -15,6 +15,7 @@ from slm.recall import fusion, versions
 from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
 from slm.recall.evidence import admitted, weigh_evidence
 from slm.recall.run import ChannelRun
+from slm.recall.signals import recall_signals
 from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
 from slm.settings import Settings
 from slm.store import Store
@@ -147,6 +148,7 @@ def rank(
         abstention_reason=reason,
         trace=trace,
         legacy_aliases=settings.legacy_aliases,
+        signals=recall_signals(query, evidence, passed, rankings, ordered, k),
     )
     return response
 
