@@ -16,9 +16,9 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "supersede", "items", "labelled"},
-    {"cli", "cli_base", "cli_output", "cli_calibrate", "mcp_server", "http", "http_models",
-     "migrate", "transfer", "backup", "demo", "__init__", "__main__"},
+    {"engine", "supersede", "items", "labelled", "related"},
+    {"cli", "cli_base", "cli_output", "cli_calibrate", "cli_servers", "mcp_server", "http",
+     "http_models", "web", "migrate", "transfer", "backup", "demo", "__init__", "__main__"},
 ]  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from slm.cli_output import (
     show_response,
     show_trace,
 )
+from slm.cli_servers import mcp, serve, ui
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
 from slm.errors import DISTRIBUTION, NotFound
@@ -538,40 +539,9 @@ def demo(ctx: click.Context, as_json: bool) -> None:
         emit(answers)
 
 
-@cli.command()
-@click.pass_obj
-def mcp(obj: Context) -> None:
-    """Serve the profile's memory to MCP clients (Claude Code, Cursor...) over stdio."""
-    from slm.mcp_server import run_stdio
-
-    with obj.memory(calibrated=True) as memory:
-        run_stdio(memory)
-
-
-@cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
-@click.pass_obj
-def serve(obj: Context, host: str, port: int) -> None:
-    """Serve the REST API; a non-loopback --host needs SLM_API_TOKEN."""
-    from slm.http import serve as serve_http
-
-    token = os.environ.get("SLM_API_TOKEN")
-    settings = obj.settings()
-    if settings.calibration is not None:
-        with obj.memory(calibrated=True):
-            pass  # a calibration artefact the server cannot use stops it here, said plainly
-    serve_http(
-        host=host,
-        port=port,
-        location=obj.location(),
-        default_profile=obj.profile,
-        token=token,
-        settings=settings,
-    )
-
-
 cli.add_command(calibrate_command)
+for _server in (mcp, serve, ui):
+    cli.add_command(_server)
 
 
 def _store_option(name: str, help: str) -> click.Option:

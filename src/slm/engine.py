@@ -432,10 +432,12 @@ class Memory:
         tags: Sequence[str] = (),
         after: datetime | str | None = None,
         before: datetime | str | None = None,
+        text: str | None = None,
     ) -> list[MemoryRecord]:
-        """Memories, most recently recorded first."""
+        """Memories, most recently recorded first; with ``text``, only those whose content
+        contains it (case-insensitive for ASCII letters)."""
         limit, offset = validate.limit_offset(limit, offset)
-        filters = filters_of(source, tags, after, before)
+        filters = filters_of(source, tags, after, before, text)
         return self.store.page(self.profile, limit, offset, filters)
 
     def count(self) -> int:

@@ -17,9 +17,11 @@ import hmac
 import ipaddress
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -36,7 +38,7 @@ try:
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.openapi.docs import get_swagger_ui_html
-    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException
     from starlette.staticfiles import StaticFiles
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -54,6 +56,7 @@ try:
         UpdateIn,
         ok,
     )
+    from slm.web.pages import COOKIE, add_pages, error_page, login_page
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
@@ -193,6 +196,7 @@ def create_app(
     app.state.default_profile = validate.profile(default_profile)
     _add_routes(app)
     _add_docs(app)
+    add_pages(app, token)
     _add_error_handlers(app)
     return Guard(app, token=token, loopback_only=loopback_only, max_body_bytes=max_body_bytes)
 
@@ -230,9 +234,10 @@ def _add_routes(app: FastAPI) -> None:
         offset: Annotated[int, Query(ge=0, le=validate.MAX_OFFSET)] = 0,
         source: str | None = None,
         tag: Annotated[list[str], Query(description="Only memories with this tag.")] = [],  # noqa: B006
+        text: Annotated[str | None, Query(description="Only memories containing it.")] = None,
     ) -> JSONResponse:
         """Memories, most recently recorded first."""
-        records = memory.list(limit, offset, source=source, tags=tag)
+        records = memory.list(limit, offset, source=source, tags=tag, text=text)
         return JSONResponse({"memories": [r.to_dict() for r in records]})
 
     @app.delete("/v1/memories/{memory_id}", responses=ok(Forgotten))
@@ -354,9 +359,11 @@ def _add_error_handlers(app: FastAPI) -> None:
         field = library_field(exc) if isinstance(exc, InvalidInput) else None
         return error_response(result.http_status, result.kind, str(exc), field)
 
-    async def http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         status = exc.status_code
+        if _is_page(request.url.path):
+            return error_page(request, status, str(exc.detail))
         kind = _HTTP_KINDS.get(status, "http_error")
         # FastAPI raises a bare 400 only when it cannot parse the body at all.
         field = "body" if status == 400 else None
@@ -401,7 +408,11 @@ class Guard:
             if body is None:
                 limit = self.max_body_bytes
                 refusal = error_response(413, "too_large", f"request body over {limit} bytes")
-            elif body and not _is_json(headers.get("content-type", b"")):
+            elif (
+                body
+                and not _is_json(headers.get("content-type", b""))
+                and not (_is_page(scope["path"]) and _is_form(headers.get("content-type", b"")))
+            ):
                 # Also what keeps a web page's form post (text/plain) from being read as JSON.
                 refusal = error_response(
                     415,
@@ -414,13 +425,19 @@ class Guard:
             return
         await self.app(scope, _replay(body or b"", receive), send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, bytes]) -> JSONResponse | None:
+    def _refusal(self, scope: Scope, headers: dict[str, bytes]) -> Response | None:
         if self.loopback_only and _host_name(headers.get("host", b"")) not in _LOOPBACK_NAMES:
             return error_response(400, "invalid_host", "this server only answers loopback names")
-        if self.token is not None and scope["path"] != "/openapi.json":
+        path = scope["path"]
+        if self.token is not None and path != "/openapi.json" and not _is_open_page(path):
             given = headers.get("authorization", b"")
             scheme, _, value = given.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
+            bearer = scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), self.token)
+            if not bearer and _is_page(path):
+                if not hmac.compare_digest(_cookie(headers, COOKIE), self.token):
+                    query = scope.get("query_string", b"").decode("latin-1")
+                    return login_page(None, target=path + (f"?{query}" if query else ""))
+            elif not bearer:
                 return error_response(
                     401,
                     "unauthorized",
@@ -468,6 +485,32 @@ def _is_json(content_type: bytes) -> bool:
     )
 
 
+def _is_page(path: str) -> bool:
+    """The web page's addresses (slm.web): ``/`` and ``/ui/...``."""
+    return path == "/" or path == "/ui" or path.startswith("/ui/")
+
+
+def _is_open_page(path: str) -> bool:
+    """Pages anyone may load: the sign-in form and the stylesheet."""
+    return path == "/ui/login" or path.startswith("/ui/static/")
+
+
+def _is_form(content_type: bytes) -> bool:
+    kind = content_type.decode("latin-1").partition(";")[0].strip().lower()
+    return kind == "application/x-www-form-urlencoded"
+
+
+def _cookie(headers: dict[str, bytes], name: str) -> bytes:
+    """The value of cookie ``name`` in the request (empty when absent)."""
+    jar = SimpleCookie()
+    try:
+        jar.load(headers.get("cookie", b"").decode("latin-1"))
+    except CookieError:
+        return b""
+    morsel = jar.get(name)
+    return morsel.value.encode("utf-8") if morsel is not None else b""
+
+
 def _host_name(value: bytes) -> str:
     host = value.decode("latin-1").strip().lower()
     if host.startswith("["):
@@ -496,8 +539,10 @@ def serve(
     token: str | None = None,
     log_level: Literal["warning", "info", "debug"] = "info",
     settings: Settings | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> None:
-    """Run the API until interrupted; refuse a non-loopback host without a token."""
+    """Run the API until interrupted; refuse a non-loopback host without a token. Once it
+    listens, ``ready`` is called with the page's address."""
     token = token.strip() if token else None
     if not is_loopback(host) and not token:
         raise ConfigError(
@@ -511,6 +556,21 @@ def serve(
         token=token,
         loopback_only=not token,
     )
-    uvicorn.run(
+    config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, server_header=False
     )
+    server = uvicorn.Server(config)
+    if ready is not None:
+        threading.Thread(target=_announce, args=(server, host, ready), daemon=True).start()
+    server.run()
+
+
+def _announce(server: uvicorn.Server, host: str, ready: Callable[[str], None]) -> None:
+    """Call ``ready`` with the address once ``server`` listens (its port may be any)."""
+    while not server.started:
+        if server.should_exit:
+            return
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    name = f"[{host}]" if ":" in host else host
+    ready(f"http://{name}:{port}/")

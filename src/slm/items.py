@@ -102,9 +102,11 @@ def filters_of(
     tags: Sequence[str],
     after: datetime | str | None,
     before: datetime | str | None,
+    text: str | None = None,
 ) -> Filters:
     """The checked filters of a recall or a listing."""
     return Filters(
+        text=validate.contains(text),
         source=validate.source(source),
         tags=validate.tags(tags),
         after=validate.timestamp(after, "after"),

@@ -182,6 +182,13 @@ def confidence(value: object) -> float:
     return number
 
 
+def contains(value: object) -> str | None:
+    """Text a listing's memories must contain (None or empty: any); at most 4 KiB."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return _clean_text(value, "text", MAX_QUERY_BYTES)
+
+
 def source(value: object) -> str | None:
     if value is None:
         return None

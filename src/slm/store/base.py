@@ -52,10 +52,13 @@ class Filters:
     before: datetime | None = None
     #: only memories that held at this moment (``as_of``)
     valid_at: datetime | None = None
+    #: only memories whose content contains this text (case-insensitive for ASCII letters)
+    text: str | None = None
 
     def is_empty(self) -> bool:
         return (
-            self.source is None
+            self.text is None
+            and self.source is None
             and not self.tags
             and self.after is None
             and self.before is None
@@ -183,6 +186,9 @@ class Rows(Protocol):
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         """Keys of the memories that stopped holding at or before ``moment``."""
+
+    def replaced(self, profile: str, newer_id: str) -> list[int]:
+        """Keys of the memories that memory ``newer_id`` superseded explicitly."""
 
     def supersede(
         self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime

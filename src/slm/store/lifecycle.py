@@ -145,6 +145,15 @@ def updates_sql(mark: str, count: int) -> str:
     )
 
 
+def replaced_sql(mark: str) -> str:
+    """Keys of a profile's memories that one memory (by id) superseded explicitly; the
+    partial index on ended memories keeps it to those."""
+    return (
+        f"SELECT key FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL "
+        f"AND superseded_by = {mark} ORDER BY key"
+    )
+
+
 def read_updates(rows: Sequence[Sequence[Any]]) -> list[Update]:
     return [
         Update(older, newer, o, n, slot, from_micros(start))

@@ -368,6 +368,9 @@ class PostgresStore(PostgresFeedback):
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._rows(sql.superseded_sql("%s"), (profile, to_micros(moment)))}
 
+    def replaced(self, profile: str, newer_id: str) -> list[int]:
+        return [r[0] for r in self._rows(lifecycle.replaced_sql("%s"), (profile, newer_id))]
+
     def supersede(
         self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
     ) -> None:

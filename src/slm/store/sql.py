@@ -24,7 +24,8 @@ def memory_filter(
     profile: str, filters: Filters, mark: str, tags: TagMatch, profile_column: str = "profile"
 ) -> tuple[str, list[Any]]:
     """The ``WHERE`` condition (and its parameters) selecting a profile's memories that
-    pass ``filters``: source, tags (all present), event time in ``[after, before)``."""
+    pass ``filters``: source, tags (all present), event time in ``[after, before)``, the
+    text the content contains, validity at a moment."""
     clauses = [f"{profile_column} = {mark}"]
     params: list[Any] = [profile]
     if filters.source is not None:
@@ -40,12 +41,20 @@ def memory_filter(
     if filters.before is not None:
         clauses.append(f"event_time < {mark}")
         params.append(to_micros(filters.before))
+    if filters.text is not None:
+        clauses.append(f"lower(content) LIKE {mark} ESCAPE '\\'")
+        params.append(f"%{_like_escaped(filters.text.lower())}%")
     if filters.valid_at is not None:
         moment = to_micros(filters.valid_at)
         clauses.append(f"coalesce(valid_from, event_time) <= {mark}")
         clauses.append(f"(valid_to IS NULL OR valid_to > {mark})")
         params.extend([moment, moment])
     return " AND ".join(clauses), params
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` with LIKE's wildcards escaped, so that it is matched as written."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def superseded_sql(mark: str) -> str:

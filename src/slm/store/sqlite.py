@@ -380,6 +380,9 @@ class SQLiteStore(SQLiteFeedback):
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._read(sql.superseded_sql("?"), (profile, to_micros(moment)))}
 
+    def replaced(self, profile: str, newer_id: str) -> list[int]:
+        return [r[0] for r in self._read(lifecycle.replaced_sql("?"), (profile, newer_id))]
+
     def supersede(
         self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
     ) -> None:

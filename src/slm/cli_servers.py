@@ -1,0 +1,67 @@
+"""The commands that serve memory: ``slm mcp`` (MCP over stdio), ``slm serve`` (the REST API
+and the web page) and ``slm ui`` (the web page on this machine, opened in the browser)."""
+
+from __future__ import annotations
+
+import os
+import webbrowser
+
+import click
+
+from slm.cli_base import Context
+
+
+@click.command()
+@click.pass_obj
+def mcp(obj: Context) -> None:
+    """Serve the profile's memory to MCP clients (Claude Code, Cursor...) over stdio."""
+    from slm.mcp_server import run_stdio
+
+    with obj.memory(calibrated=True) as memory:
+        run_stdio(memory)
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.pass_obj
+def serve(obj: Context, host: str, port: int) -> None:
+    """Serve the REST API and the web page at /; a non-loopback --host needs SLM_API_TOKEN."""
+    _serve(obj, host, port, None)
+
+
+@click.command()
+@click.option(
+    "--port", type=click.IntRange(0, 65535), default=0, help="Port (default: any free one)."
+)
+@click.option("--no-browser", is_flag=True, help="Print the address; open no browser.")
+@click.pass_obj
+def ui(obj: Context, port: int, no_browser: bool) -> None:
+    """Open the web page on this machine: browse, search, trace and fix memories."""
+
+    def ready(url: str) -> None:
+        click.echo(f"slm's page is at {url} (Ctrl+C stops it)", err=True)
+        if os.environ.get("SLM_API_TOKEN"):
+            click.echo("sign in there with SLM_API_TOKEN", err=True)
+        if not no_browser:
+            webbrowser.open(url)
+
+    _serve(obj, "127.0.0.1", port, ready)
+
+
+def _serve(obj: Context, host: str, port: int, ready: object) -> None:
+    from slm.http import serve as serve_http
+
+    settings = obj.settings()
+    if settings.calibration is not None:
+        with obj.memory(calibrated=True):
+            pass  # a calibration artefact the server cannot use stops it here, said plainly
+    serve_http(
+        host=host,
+        port=port,
+        location=obj.location(),
+        default_profile=obj.profile,
+        token=os.environ.get("SLM_API_TOKEN"),
+        settings=settings,
+        ready=ready if callable(ready) else None,
+    )

@@ -1,0 +1,364 @@
+"""The web page: ``slm serve`` also answers ``/`` and ``/ui/...`` with HTML, rendered on the
+server from the library's answers (docs/web.md). No script runs in the browser; every
+action is a link or a form, so the page works from the keyboard and with any browser.
+
+The forms that change memory carry a token only the server's own pages know (``csrf``), so
+another web site cannot submit them in the user's name. Behind ``SLM_API_TOKEN`` the page
+asks for the token once and keeps it in a cookie only this site is sent
+(:class:`slm.http.Guard` checks it).
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.concurrency import run_in_threadpool
+from starlette.staticfiles import StaticFiles
+
+from slm import __version__, validate
+from slm.engine import Memory
+from slm.errors import InvalidInput, NotFound, SlmError, outcome
+from slm.related import related
+from slm.web import views
+
+HERE = Path(__file__).parent
+TEMPLATES = Environment(
+    loader=FileSystemLoader(HERE / "templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+)
+#: The cookie that holds the API token once the page has asked for it.
+COOKIE = "slm_token"
+#: No script runs on these pages, and nothing but this server's own files loads in them.
+HEADERS = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+#: The most form data one page accepts (a memory's content fits many times).
+MAX_FORM_BYTES = 4 * 1024 * 1024
+
+
+def render(
+    request: Request | None, template: str, status: int = 200, **values: Any
+) -> HTMLResponse:
+    """``template`` rendered with the page's common values: profile, profiles, the form
+    token, an ``url`` helper that keeps the profile, and the version."""
+    state = request.app.state if request is not None else None
+    profile = values.pop("profile", None) or (state.default_profile if state else "default")
+    default = state.default_profile if state else "default"
+
+    def url(path: str, **params: Any) -> str:
+        return views.address(path, profile, default, **params)
+
+    html = TEMPLATES.get_template(template).render(
+        profile=profile,
+        profiles=values.pop("profiles", [profile]),
+        csrf=state.csrf if state else "",
+        locked=bool(state and state.token),
+        url=url,
+        when=views.when,
+        link_words=views.link_words,
+        version=__version__,
+        **values,
+    )
+    return HTMLResponse(html, status_code=status, headers=HEADERS)
+
+
+def login_page(
+    request: Request | None, message: str | None = None, status: int = 401, target: str = "/"
+) -> Response:
+    """The page that asks for the API token (also what a page request without it gets;
+    ``target``: where to go once signed in)."""
+    return render(request, "login.html", status, title="Sign in", message=message, next=target)
+
+
+def error_page(request: Request, status: int, message: str) -> Response:
+    title = "Not found" if status == 404 else "Cannot do that"
+    return render(request, "error.html", status, title=title, message=message)
+
+
+class Page:
+    """One page request: its profile (``?profile=``, else the server's default) and a lease
+    on that profile's memory."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.params = request.query_params
+        self.profile = validate.profile(self.params.get("profile") or _default(request))
+
+    @contextmanager
+    def memory(self) -> Iterator[Memory]:
+        with self.request.app.state.profiles.lease(self.profile) as memory:
+            yield memory
+
+    def render(self, template: str, memory: Memory, status: int = 200, **values: Any) -> Response:
+        profiles = sorted({*memory.store.profiles(), self.profile, _default(self.request)})
+        return render(
+            self.request, template, status, profile=self.profile, profiles=profiles, **values
+        )
+
+    def url(self, path: str, **params: Any) -> str:
+        return views.address(path, self.profile, _default(self.request), **params)
+
+
+def _default(request: Request) -> str:
+    return str(request.app.state.default_profile)
+
+
+def _failure(request: Request, exc: SlmError) -> Response:
+    return error_page(request, outcome(exc).http_status, str(exc))
+
+
+def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+    """``handler`` with every library error shown as a page with its HTTP status."""
+
+    def page(request: Request) -> Response:
+        try:
+            return handler(request)
+        except SlmError as exc:
+            return _failure(request, exc)
+
+    return page
+
+
+async def form(request: Request) -> dict[str, str]:
+    """The posted form's fields (the last value of each), refused without the page's own
+    form token."""
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise InvalidInput(f"the form is over {MAX_FORM_BYTES} bytes")
+    fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+    if not hmac.compare_digest(fields.get("csrf", ""), request.app.state.csrf):
+        raise InvalidInput("this form did not come from this server's page: reload the page")
+    return fields
+
+
+def add_pages(app: FastAPI, token: str | None) -> None:
+    """Serve the page's routes, its stylesheet and its error pages on ``app``."""
+    app.state.csrf = secrets.token_urlsafe(32)
+    app.state.token = token
+    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+
+    def get(path: str) -> Callable[[Callable[[Request], Response]], Any]:
+        def register(handler: Callable[[Request], Response]) -> Any:
+            return app.get(path, include_in_schema=False)(guarded(handler))
+
+        return register
+
+    def post(path: str, action: Callable[[Request, Page, dict[str, str]], Response]) -> None:
+        async def submitted(request: Request) -> Response:
+            try:
+                fields = await form(request)
+                page = Page(request)
+                return await run_in_threadpool(action, request, page, fields)
+            except SlmError as exc:
+                return _failure(request, exc)
+
+        app.post(path, include_in_schema=False)(submitted)
+
+    @get("/")
+    def search(request: Request) -> Response:
+        page = Page(request)
+        query = page.params.get("q", "").strip()
+        k = _number(page.params.get("k"), 10, "k")
+        with page.memory() as memory:
+            if not query:
+                return page.render("search.html", memory, title="Search", q="", k=k, response=None)
+            response = memory.recall(query, k=k, trace=True)
+            return page.render(
+                "search.html",
+                memory,
+                title=f"{query} - search",
+                q=query,
+                k=k,
+                response=response,
+                results=views.results(response),
+                abstention=views.abstention(response),
+            )
+
+    @get("/ui/memories")
+    def timeline(request: Request) -> Response:
+        page = Page(request)
+        p = page.params
+        offset = _number(p.get("offset"), 0, "offset", lowest=0)
+        chosen = {name: p.get(name, "").strip() for name in ("text", "source", "tag")}
+        moments = {name: p.get(name, "").strip() or None for name in ("after", "before")}
+        with page.memory() as memory:
+            records = memory.list(
+                views.PAGE_SIZE + 1,
+                offset,
+                source=chosen["source"] or None,
+                tags=[chosen["tag"]] if chosen["tag"] else [],
+                after=moments["after"],
+                before=moments["before"],
+                text=chosen["text"] or None,
+            )
+            filters = {**chosen, **{k: v or "" for k, v in moments.items()}}
+            return page.render(
+                "timeline.html",
+                memory,
+                title="Timeline",
+                memories=[(r, views.Shown.of(r.content)) for r in records[: views.PAGE_SIZE]],
+                filters=filters,
+                offset=offset,
+                newer=max(0, offset - views.PAGE_SIZE) if offset else None,
+                older=offset + views.PAGE_SIZE if len(records) > views.PAGE_SIZE else None,
+                done=p.get("done"),
+            )
+
+    @get("/ui/memories/{memory_id}")
+    def detail(request: Request) -> Response:
+        page = Page(request)
+        memory_id = request.path_params["memory_id"]
+        with page.memory() as memory:
+            try:
+                around = related(memory, memory_id)
+            except InvalidInput:
+                raise _missing(memory_id, page.profile) from None
+            return page.render(
+                "memory.html",
+                memory,
+                title="Memory",
+                around=around,
+                record=around.memory,
+                metadata=views.metadata(around.memory),
+                done=page.params.get("done"),
+            )
+
+    @get("/ui/memories/{memory_id}/edit")
+    def edit_form(request: Request) -> Response:
+        page = Page(request)
+        with page.memory() as memory:
+            record = _record(memory, request.path_params["memory_id"], page.profile)
+            return page.render("edit.html", memory, title="Edit", record=record, fields=None)
+
+    def edit(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        with page.memory() as memory:
+            record = _record(memory, request.path_params["memory_id"], page.profile)
+            try:
+                done = memory.update(
+                    record.id,
+                    fields.get("content", ""),
+                    source=fields.get("source") or None,
+                    tags=views.tags_of(fields.get("tags", "")),
+                    event_time=fields.get("event_time") or None,
+                )
+            except InvalidInput as exc:
+                return page.render(
+                    "edit.html", memory, 400, title="Edit", record=record, fields=fields,
+                    error=str(exc),
+                )  # fmt: skip
+        return _see(page.url(f"/ui/memories/{done.memory.id}", done="updated"))
+
+    post("/ui/memories/{memory_id}/edit", edit)
+
+    @get("/ui/memories/{memory_id}/forget")
+    def forget_form(request: Request) -> Response:
+        page = Page(request)
+        with page.memory() as memory:
+            record = _record(memory, request.path_params["memory_id"], page.profile)
+            return page.render(
+                "forget.html", memory, title="Forget", record=record,
+                shown=views.Shown.of(record.content),
+            )  # fmt: skip
+
+    def forget(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        with page.memory() as memory:
+            record = _record(memory, request.path_params["memory_id"], page.profile)
+            memory.forget([record.id])
+        return _see(page.url("/ui/memories", done="forgotten"))
+
+    post("/ui/memories/{memory_id}/forget", forget)
+
+    @get("/ui/add")
+    def add_form(request: Request) -> Response:
+        page = Page(request)
+        with page.memory() as memory:
+            return page.render("edit.html", memory, title="Add a memory", record=None, fields=None)
+
+    def add(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        with page.memory() as memory:
+            try:
+                done = memory.store_many(
+                    [
+                        {
+                            "content": fields.get("content", ""),
+                            "source": fields.get("source") or None,
+                            "tags": views.tags_of(fields.get("tags", "")),
+                            "event_time": fields.get("event_time") or None,
+                        }
+                    ]
+                )[0]
+            except InvalidInput as exc:
+                return page.render(
+                    "edit.html", memory, 400, title="Add a memory", record=None, fields=fields,
+                    error=str(exc),
+                )  # fmt: skip
+        state = "added" if done.created else "already"
+        return _see(page.url(f"/ui/memories/{done.memory.id}", done=state))
+
+    post("/ui/add", add)
+
+    @get("/ui/health")
+    def health(request: Request) -> Response:
+        page = Page(request)
+        with page.memory() as memory:
+            return page.render("health.html", memory, title="Health", report=memory.health())
+
+    @get("/ui/login")
+    def login_form(request: Request) -> Response:
+        return login_page(request, status=200)
+
+    @app.post("/ui/login", include_in_schema=False)
+    async def login(request: Request) -> Response:
+        body = await request.body()
+        fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        target = fields.get("next", "/")
+        if not target.startswith("/") or target.startswith("//"):
+            target = "/"
+        given = fields.get("token", "").encode("utf-8")
+        if not token or not hmac.compare_digest(given, token.encode("utf-8")):
+            return login_page(request, "That is not this server's token.", 401)
+        response = _see(target)
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return response
+
+
+def _record(memory: Memory, memory_id: str, profile: str) -> Any:
+    try:
+        return memory.get(memory_id)
+    except InvalidInput:
+        raise _missing(memory_id, profile) from None
+
+
+def _missing(memory_id: str, profile: str) -> NotFound:
+    return NotFound(f"no memory {memory_id[:40]!r} in profile {profile!r}")
+
+
+def _number(text: str | None, default: int, name: str, lowest: int = 1) -> int:
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a whole number, not {text[:40]!r}") from None
+    if value < lowest:
+        raise InvalidInput(f"{name} must be at least {lowest}")
+    return value
+
+
+def _see(location: str) -> RedirectResponse:
+    return RedirectResponse(location, status_code=303)

@@ -1,0 +1,307 @@
+"""The web page (docs/web.md): a real ``slm serve`` spoken to by a real headless Chromium
+(Debian's ``chromium``, driven by Playwright), and over plain HTTP for what a browser does
+not show (status codes, headers, forms from elsewhere).
+
+The browser tests skip when no Chromium is installed, unless SLM_REQUIRE_BROWSER=1 makes
+that a failure (CI installs it). Screenshots of the main views land in
+``build/test-artifacts/web`` (not committed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from test_http import TOKEN, run_server
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "build" / "test-artifacts" / "web"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+REQUIRED = os.environ.get("SLM_REQUIRE_BROWSER") == "1"
+NOTES = [
+    {"content": "Maya moved to Lisbon in April 2024", "source": "maya", "tags": ["home"]},
+    {"content": "Sam's sister Priya is allergic to cats", "source": "sam"},
+    {"content": "The boiler is serviced every October by Kelvin Heating", "source": "notes"},
+    {"content": "Maya's climbing gym is on Rua Augusta", "source": "maya", "tags": ["sport"]},
+    {"content": "Lisbon " + "and a very long note " * 200, "source": "notes"},
+]
+XSS = '<script>window.hacked = 1</script><img src=x onerror="window.hacked = 2"> Ana lives in Porto'
+
+
+def seed(url: str, headers: dict[str, str] | None = None, profile: str = "default") -> list[str]:
+    body = {"memories": NOTES}
+    response = httpx.post(
+        f"{url}/v1/memories", json=body, headers={**(headers or {}), "X-SLM-Profile": profile}
+    )
+    assert response.status_code in (200, 201), response.text
+    return [m["id"] for m in response.json()["memories"]]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[str]]]:
+    server = run_server(tmp_path_factory.mktemp("web"))
+    url = next(server)
+    ids = seed(url)
+    seed(url, profile="work")
+    try:
+        yield url, ids
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = run_server(tmp_path_factory.mktemp("locked"), SLM_API_TOKEN=TOKEN)
+    url = next(server)
+    seed(url, {"Authorization": f"Bearer {TOKEN}"})
+    try:
+        yield url
+    finally:
+        server.close()
+
+
+# -- over HTTP ------------------------------------------------------------------------------
+
+
+def test_pages_answer_with_html_and_strict_headers(site: tuple[str, list[str]]) -> None:
+    url, ids = site
+    for path in ("/", "/?q=Lisbon", "/ui/memories", f"/ui/memories/{ids[0]}", "/ui/health"):
+        response = httpx.get(url + path)
+        assert response.status_code == 200, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert "script-src" not in response.headers["content-security-policy"]
+        assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert httpx.get(url + "/ui/static/slm.css").status_code == 200
+
+
+def test_an_unknown_memory_or_page_is_a_not_found_page(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    for path in ("/ui/memories/0123456789abcdef", "/ui/memories/not-an-id", "/ui/nothing"):
+        response = httpx.get(url + path)
+        assert response.status_code == 404, path
+        assert response.headers["content-type"].startswith("text/html")
+        assert "Not found" in response.text
+
+
+def test_a_form_from_elsewhere_changes_nothing(site: tuple[str, list[str]]) -> None:
+    url, ids = site
+    response = httpx.post(
+        f"{url}/ui/memories/{ids[2]}/forget",
+        content=b"csrf=guessed",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert response.status_code == 400 and "did not come from this server" in response.text
+    assert httpx.get(f"{url}/v1/memories/{ids[2]}").status_code == 200
+    # The JSON API still takes JSON only.
+    form = httpx.post(
+        f"{url}/v1/recall",
+        content=b"query=x",
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert form.status_code == 415
+
+
+def test_a_token_protected_server_asks_for_the_token(locked: str) -> None:
+    refused = httpx.get(locked + "/?q=Lisbon")
+    assert refused.status_code == 401 and "Sign in" in refused.text
+    assert "Lisbon in April" not in refused.text
+    wrong = httpx.post(locked + "/ui/login", data={"token": "nope", "next": "/"})
+    assert wrong.status_code == 401
+    with httpx.Client(base_url=locked) as client:
+        signed = client.post("/ui/login", data={"token": TOKEN, "next": "/?q=Lisbon"})
+        assert signed.status_code == 303 and signed.headers["location"] == "/?q=Lisbon"
+        cookie = signed.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        page = client.get("/?q=Lisbon")
+        assert page.status_code == 200 and "Lisbon in April" in page.text
+        # The cookie opens the page, not the API: that still needs the bearer token.
+        assert client.post("/v1/recall", json={"query": "Lisbon"}).status_code == 401
+    # Sign-in never sends the browser to another site.
+    away = httpx.post(locked + "/ui/login", data={"token": TOKEN, "next": "//evil.example/"})
+    assert away.headers["location"] == "/"
+
+
+# -- in a browser ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        if REQUIRED:
+            pytest.fail("SLM_REQUIRE_BROWSER=1 but no chromium is installed")
+        pytest.skip("no chromium (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1100, "height": 900})
+    tab = context.new_page()
+    dialogs: list[str] = []
+    tab.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    tab.dialogs = dialogs
+    yield tab
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_search_shows_results_and_a_results_trace(page: Any, site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    page.goto(url + "/")
+    page.get_by_label("Question").fill("Where did Maya move?")
+    page.get_by_label("Question").press("Enter")
+    page.wait_for_url(re.compile(r".*\?.*q=Where"))
+    first = page.locator("li.result").first
+    assert "Maya moved to Lisbon" in first.inner_text()
+    assert "relevance" in first.inner_text()
+    # The trace opens from the keyboard too: focus its summary and press Enter.
+    summary = first.locator("summary")
+    summary.focus()
+    page.keyboard.press("Enter")
+    table = first.locator("details table")
+    assert table.is_visible()
+    channels = table.locator("tbody th").all_inner_texts()
+    assert "semantic" in channels or "bm25" in channels
+    shot(page, "search")
+    # The search is in the address: reloading shows it again.
+    page.reload()
+    assert page.get_by_label("Question").input_value() == "Where did Maya move?"
+    page.set_viewport_size({"width": 390, "height": 844})
+    shot(page, "search-phone")
+
+
+def test_adding_a_memory_and_finding_it(page: Any, site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    page.goto(url + "/ui/add")
+    page.get_by_label("Content").fill("The spare key is under the blue flowerpot")
+    page.get_by_label("Source").fill("notes")
+    page.get_by_label("Tags, comma-separated").fill("home, keys")
+    page.get_by_role("button", name="Remember").click()
+    assert "Stored." in page.inner_text("main")
+    shot(page, "memory")
+    page.goto(url + "/?q=where+is+the+spare+key")
+    assert "blue flowerpot" in page.locator("li.result").first.inner_text()
+
+
+def test_forgetting_asks_first_then_the_memory_is_gone(
+    page: Any, site: tuple[str, list[str]]
+) -> None:
+    url, ids = site
+    page.goto(f"{url}/ui/memories/{ids[2]}")
+    page.get_by_role("link", name="Forget…").click()
+    assert "Forget this memory?" in page.inner_text("h1")
+    page.get_by_role("link", name="Cancel").click()
+    assert httpx.get(f"{url}/v1/memories/{ids[2]}").status_code == 200
+    page.get_by_role("link", name="Forget…").click()
+    page.get_by_role("button", name="Forget it").click()
+    assert "The memory was forgotten." in page.inner_text("main")
+    assert "boiler" not in page.inner_text("main")
+    assert httpx.get(f"{url}/v1/memories/{ids[2]}").status_code == 404
+    page.goto(url + "/?q=boiler+service")
+    assert "Kelvin Heating" not in page.inner_text("main")
+
+
+def test_editing_keeps_the_old_version_as_history(page: Any, site: tuple[str, list[str]]) -> None:
+    url, ids = site
+    page.goto(f"{url}/ui/memories/{ids[3]}/edit")
+    page.get_by_label("Content").fill("Maya's climbing gym moved to Rua da Prata")
+    page.get_by_role("button", name="Save as a new version").click()
+    main = page.inner_text("main")
+    assert "Updated" in main and "Rua da Prata" in main and "Replaces" in main
+    page.locator("main h2:has-text('Replaces') + ul a").first.click()
+    assert "replaced by" in page.inner_text("main")
+
+
+def test_timeline_pages_filters_and_truncates(page: Any, site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    page.goto(url + "/ui/memories")
+    items = page.locator("ol.timeline > li")
+    assert items.count() >= 4
+    long_item = page.locator("ol.timeline > li", has_text="a very long note").first
+    assert "more characters" in long_item.inner_text()
+    assert len(long_item.inner_text()) < 1000
+    shot(page, "timeline")
+    page.get_by_label("Source").fill("maya")
+    page.get_by_role("button", name="Filter").click()
+    texts = page.locator("ol.timeline > li .content").all_inner_texts()
+    assert texts and all("Maya" in text for text in texts)
+    page.goto(url + "/ui/memories?text=LISBON")
+    assert all("lisbon" in t.lower() for t in page.locator("li .content").all_inner_texts())
+
+
+def test_profiles_switch_and_health_lists_the_channels(
+    page: Any, site: tuple[str, list[str]]
+) -> None:
+    url, _ = site
+    page.goto(url + "/ui/health")
+    for channel in ("semantic", "bm25", "temporal", "standing", "hopfield", "spreading"):
+        assert channel in page.inner_text("main")
+    shot(page, "health")
+    page.get_by_label("Profile").select_option("work")
+    page.get_by_role("button", name="Switch").click()
+    assert "profile work" in page.inner_text("footer")
+    page.get_by_role("link", name="Timeline").click()
+    assert "profile=work" in page.url
+
+
+def test_html_in_a_memory_is_shown_as_text_never_run(
+    page: Any, site: tuple[str, list[str]]
+) -> None:
+    url, _ = site
+    page.goto(url + "/ui/add")
+    page.get_by_label("Content").fill(XSS)
+    page.get_by_role("button", name="Remember").click()
+    assert "<script>window.hacked = 1</script>" in page.inner_text("main")
+    page.goto(url + "/?q=where+does+Ana+live")
+    assert "<img src=x" in page.inner_text("main")
+    page.goto(url + "/ui/memories")
+    assert page.evaluate("window.hacked") is None
+    assert page.locator("main img").count() == 0 and page.dialogs == []
+
+
+def test_a_locked_page_asks_for_the_token_in_the_browser(page: Any, locked: str) -> None:
+    response = page.goto(locked + "/?q=Lisbon")
+    assert response.status == 401 and "Lisbon in April" not in page.inner_text("main")
+    shot(page, "sign-in")
+    page.get_by_label("Token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    assert "Maya moved to Lisbon" in page.inner_text("main")
+
+
+def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_http import server_env
+
+    command = [sys.executable, "-m", "slm", "--db", str(tmp_path / "ui.db"), "ui", "--no-browser"]
+    process = subprocess.Popen(
+        command, env=server_env(tmp_path), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
+    )
+    try:
+        assert process.stderr is not None
+        for _ in range(200):
+            line = process.stderr.readline().decode()
+            found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            if found or process.poll() is not None:
+                break
+        assert found, "slm ui printed no address"
+        page = httpx.get(found.group(0))
+        assert page.status_code == 200 and "Search memory" in page.text
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
