@@ -79,6 +79,15 @@ def test_pages_answer_with_html_and_strict_headers(site: tuple[str, list[str]]) 
     assert httpx.get(url + "/ui/static/slm.css").status_code == 200
 
 
+def test_another_sites_page_cannot_load_a_page(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    behind = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
+    refused = httpx.get(url + "/?q=Lisbon", headers=behind)
+    assert refused.status_code == 403 and refused.headers["content-type"].startswith("text/html")
+    followed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    assert httpx.get(url + "/?q=Lisbon", headers=followed).status_code == 200
+
+
 def test_an_unknown_memory_or_page_is_a_not_found_page(site: tuple[str, list[str]]) -> None:
     url, _ = site
     for path in ("/ui/memories/0123456789abcdef", "/ui/memories/not-an-id", "/ui/nothing"):
@@ -117,10 +126,24 @@ def test_a_token_protected_server_asks_for_the_token(locked: str) -> None:
         assert signed.status_code == 303 and signed.headers["location"] == "/?q=Lisbon"
         cookie = signed.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
+        assert TOKEN.lower() not in cookie  # a value derived from the token, not the token
+        port = locked.rsplit(":", 1)[1]
+        assert cookie.startswith(f"slm_session_{port}=")
         page = client.get("/?q=Lisbon")
         assert page.status_code == 200 and "Lisbon in April" in page.text
         # The cookie opens the page, not the API: that still needs the bearer token.
         assert client.post("/v1/recall", json={"query": "Lisbon"}).status_code == 401
+        # Other cookies on the host, even malformed ones, do not hide it.
+        value = client.cookies[f"slm_session_{port}"]
+        mixed = httpx.get(
+            locked + "/", headers={"Cookie": f'theme; x={{"a":1}}; slm_session_{port}={value}'}
+        )
+        assert mixed.status_code == 200
+        page = client.get("/")
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        out = client.post("/ui/logout", data={"csrf": csrf.group(1)})
+        assert out.status_code == 303 and client.get("/").status_code == 401
     # Sign-in never sends the browser to another site.
     away = httpx.post(locked + "/ui/login", data={"token": TOKEN, "next": "//evil.example/"})
     assert away.headers["location"] == "/"
@@ -240,7 +263,8 @@ def test_timeline_pages_filters_and_truncates(page: Any, site: tuple[str, list[s
     texts = page.locator("ol.timeline > li .content").all_inner_texts()
     assert texts and all("Maya" in text for text in texts)
     page.goto(url + "/ui/memories?text=LISBON")
-    assert all("lisbon" in t.lower() for t in page.locator("li .content").all_inner_texts())
+    found = page.locator("li .content").all_inner_texts()
+    assert found and all("lisbon" in t.lower() for t in found)
 
 
 def test_profiles_switch_and_health_lists_the_channels(
@@ -283,8 +307,10 @@ def test_a_locked_page_asks_for_the_token_in_the_browser(page: Any, locked: str)
 
 
 def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
+    import queue
     import subprocess
     import sys
+    import threading
 
     from test_http import server_env
 
@@ -292,14 +318,19 @@ def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
     process = subprocess.Popen(
         command, env=server_env(tmp_path), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL
     )
-    try:
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
         assert process.stderr is not None
-        for _ in range(200):
-            line = process.stderr.readline().decode()
+        for raw in process.stderr:
+            lines.put(raw.decode("utf-8", "replace"))
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        found = None
+        while found is None:
+            line = lines.get(timeout=30)  # a silent process fails the test, never hangs it
             found = re.search(r"http://127\.0\.0\.1:\d+/", line)
-            if found or process.poll() is not None:
-                break
-        assert found, "slm ui printed no address"
         page = httpx.get(found.group(0))
         assert page.status_code == 200 and "Search memory" in page.text
     finally:

@@ -13,6 +13,7 @@ only answers requests addressed to one, so a web page cannot reach it by DNS reb
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -21,7 +22,6 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from http.cookies import CookieError, SimpleCookie
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,6 +40,7 @@ try:
     from fastapi.openapi.docs import get_swagger_ui_html
     from fastapi.responses import HTMLResponse, JSONResponse, Response
     from starlette.exceptions import HTTPException
+    from starlette.requests import cookie_parser
     from starlette.staticfiles import StaticFiles
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
     from swagger_ui_bundle import swagger_ui_path
@@ -56,7 +57,14 @@ try:
         UpdateIn,
         ok,
     )
-    from slm.web.pages import COOKIE, add_pages, error_page, login_page
+    from slm.web.pages import (
+        MAX_FORM_BYTES,
+        add_pages,
+        cookie_name,
+        error_page,
+        login_page,
+        session_value,
+    )
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
@@ -369,9 +377,12 @@ def _add_error_handlers(app: FastAPI) -> None:
         field = "body" if status == 400 else None
         return error_response(status, kind, str(exc.detail), field, **(exc.headers or {}))
 
-    async def crash(_: Request, exc: Exception) -> JSONResponse:
+    async def crash(request: Request, exc: Exception) -> Response:
         log.exception("internal error", exc_info=exc)
-        return error_response(500, "internal_error", f"internal error: {type(exc).__name__}")
+        message = f"internal error: {type(exc).__name__}"
+        if _is_page(request.url.path):
+            return error_page(request, 500, message)
+        return error_response(500, "internal_error", message)
 
     app.add_exception_handler(RequestValidationError, invalid_request)
     app.add_exception_handler(SlmError, library_error)
@@ -403,18 +414,20 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
         refusal = self._refusal(scope, headers)
+        page = _is_page(scope["path"])
+        limit = max(self.max_body_bytes, MAX_FORM_BYTES) if page else self.max_body_bytes
         if refusal is None:
-            body = await _read_body(receive, self.max_body_bytes)
+            body = await _read_body(receive, limit)
             if body is None:
-                limit = self.max_body_bytes
-                refusal = error_response(413, "too_large", f"request body over {limit} bytes")
+                refusal = _refused(page, 413, "too_large", f"request body over {limit} bytes")
             elif (
                 body
                 and not _is_json(headers.get("content-type", b""))
-                and not (_is_page(scope["path"]) and _is_form(headers.get("content-type", b"")))
+                and not (page and _is_form(headers.get("content-type", b"")))
             ):
                 # Also what keeps a web page's form post (text/plain) from being read as JSON.
-                refusal = error_response(
+                refusal = _refused(
+                    page,
                     415,
                     "unsupported_media_type",
                     "the body must be JSON: send Content-Type: application/json",
@@ -429,12 +442,18 @@ class Guard:
         if self.loopback_only and _host_name(headers.get("host", b"")) not in _LOOPBACK_NAMES:
             return error_response(400, "invalid_host", "this server only answers loopback names")
         path = scope["path"]
+        if _is_page(path) and _from_another_site(headers):
+            # A page loads nothing from another site's pages (a search writes to the recall
+            # log and costs an embedding); following a link to it is still fine.
+            return error_page(None, 403, "this page cannot be loaded from another site")
         if self.token is not None and path != "/openapi.json" and not _is_open_page(path):
             given = headers.get("authorization", b"")
             scheme, _, value = given.partition(b" ")
             bearer = scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), self.token)
             if not bearer and _is_page(path):
-                if not hmac.compare_digest(_cookie(headers, COOKIE), self.token):
+                port = scope.get("server", (None, None))[1]
+                session = _cookie(headers, cookie_name(port))
+                if not hmac.compare_digest(session, session_value(self.token)):
                     query = scope.get("query_string", b"").decode("latin-1")
                     return login_page(None, target=path + (f"?{query}" if query else ""))
             elif not bearer:
@@ -445,11 +464,26 @@ class Guard:
                     **{"WWW-Authenticate": "Bearer"},
                 )
         length = headers.get("content-length", b"0")
-        if length.isdigit() and int(length) > self.max_body_bytes:
-            return error_response(
-                413, "too_large", f"request body over {self.max_body_bytes} bytes"
-            )
+        limit = max(self.max_body_bytes, MAX_FORM_BYTES) if _is_page(path) else self.max_body_bytes
+        if length.isdigit() and int(length) > limit:
+            return _refused(_is_page(path), 413, "too_large", f"request body over {limit} bytes")
         return None
+
+
+def _refused(
+    page: bool, status: int, kind: str, message: str, field: str | None = None
+) -> Response:
+    """A refusal as the asker reads it: a page for the web page, JSON for the API."""
+    return (
+        error_page(None, status, message) if page else error_response(status, kind, message, field)
+    )
+
+
+def _from_another_site(headers: dict[str, bytes]) -> bool:
+    """Fetched by another site's page, not navigated to (Fetch Metadata headers)."""
+    site = headers.get("sec-fetch-site", b"").lower()
+    mode = headers.get("sec-fetch-mode", b"").lower()
+    return site == b"cross-site" and mode != b"navigate"
 
 
 async def _read_body(receive: Receive, limit: int) -> bytes | None:
@@ -501,14 +535,10 @@ def _is_form(content_type: bytes) -> bool:
 
 
 def _cookie(headers: dict[str, bytes], name: str) -> bytes:
-    """The value of cookie ``name`` in the request (empty when absent)."""
-    jar = SimpleCookie()
-    try:
-        jar.load(headers.get("cookie", b"").decode("latin-1"))
-    except CookieError:
-        return b""
-    morsel = jar.get(name)
-    return morsel.value.encode("utf-8") if morsel is not None else b""
+    """The value of cookie ``name`` in the request (empty when absent); other cookies on
+    the host, however malformed, do not hide it."""
+    value = cookie_parser(headers.get("cookie", b"").decode("latin-1")).get(name, "")
+    return value.encode("utf-8", "replace")
 
 
 def _host_name(value: bytes) -> str:
@@ -562,7 +592,10 @@ def serve(
     server = uvicorn.Server(config)
     if ready is not None:
         threading.Thread(target=_announce, args=(server, host, ready), daemon=True).start()
-    server.run()
+    with contextlib.suppress(KeyboardInterrupt):  # stopped by the user: a clean exit
+        server.run()
+    if not server.started:
+        raise ConfigError(f"the server could not start on {host}:{port} (is the port in use?)")
 
 
 def _announce(server: uvicorn.Server, host: str, ready: Callable[[str], None]) -> None:

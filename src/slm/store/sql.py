@@ -42,8 +42,9 @@ def memory_filter(
         clauses.append(f"event_time < {mark}")
         params.append(to_micros(filters.before))
     if filters.text is not None:
-        clauses.append(f"lower(content) LIKE {mark} ESCAPE '\\'")
-        params.append(f"%{_like_escaped(filters.text.lower())}%")
+        # lower() on both sides, so that the database folds case the same way for both
+        clauses.append(f"lower(content) LIKE lower({mark}) ESCAPE '\\'")
+        params.append(f"%{_like_escaped(filters.text)}%")
     if filters.valid_at is not None:
         moment = to_micros(filters.valid_at)
         clauses.append(f"coalesce(valid_from, event_time) <= {mark}")

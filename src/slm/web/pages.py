@@ -10,6 +10,7 @@ asks for the token once and keeps it in a cookie only this site is sent
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Iterator
@@ -35,8 +36,9 @@ TEMPLATES = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
-#: The cookie that holds the API token once the page has asked for it.
-COOKIE = "slm_token"
+#: What the sign-in cookie holds: a value derived from the API token, never the token itself
+#: (cookies are not kept apart by port, so another local service may see it).
+SESSION = b"slm-web-session"
 #: No script runs on these pages, and nothing but this server's own files loads in them.
 HEADERS = {
     "Cache-Control": "no-store",
@@ -47,8 +49,18 @@ HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
-#: The most form data one page accepts (a memory's content fits many times).
-MAX_FORM_BYTES = 4 * 1024 * 1024
+#: The most form data one page accepts: a memory of the largest size, URL-encoded (up to
+#: nine bytes for one character), fits.
+MAX_FORM_BYTES = 5 * 1024 * 1024
+
+
+def cookie_name(port: int | None) -> str:
+    """The sign-in cookie's name: one per port, so two servers on a host keep apart."""
+    return f"slm_session_{port or 0}"
+
+
+def session_value(token: bytes) -> bytes:
+    return hmac.new(token, SESSION, hashlib.sha256).hexdigest().encode("ascii")
 
 
 def render(
@@ -82,12 +94,21 @@ def login_page(
 ) -> Response:
     """The page that asks for the API token (also what a page request without it gets;
     ``target``: where to go once signed in)."""
-    return render(request, "login.html", status, title="Sign in", message=message, next=target)
+    return render(
+        request, "login.html", status, title="Sign in", message=message, next=target,
+        signing_in=True,
+    )  # fmt: skip
 
 
-def error_page(request: Request, status: int, message: str) -> Response:
+def error_page(request: Request | None, status: int, message: str) -> Response:
+    """A page that says what went wrong, keeping the profile the request chose."""
     title = "Not found" if status == 404 else "Cannot do that"
-    return render(request, "error.html", status, title=title, message=message)
+    profile = None
+    if request is not None:
+        chosen = request.query_params.get("profile")
+        if chosen and validate.PROFILE_PATTERN.fullmatch(chosen):
+            profile = chosen
+    return render(request, "error.html", status, title=title, message=message, profile=profile)
 
 
 class Page:
@@ -141,7 +162,8 @@ async def form(request: Request) -> dict[str, str]:
     if len(body) > MAX_FORM_BYTES:
         raise InvalidInput(f"the form is over {MAX_FORM_BYTES} bytes")
     fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
-    if not hmac.compare_digest(fields.get("csrf", ""), request.app.state.csrf):
+    given = fields.get("csrf", "").encode("utf-8")
+    if not hmac.compare_digest(given, request.app.state.csrf.encode("ascii")):
         raise InvalidInput("this form did not come from this server's page: reload the page")
     return fields
 
@@ -326,15 +348,39 @@ def add_pages(app: FastAPI, token: str | None) -> None:
     async def login(request: Request) -> Response:
         body = await request.body()
         fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
-        target = fields.get("next", "/")
-        if not target.startswith("/") or target.startswith("//"):
-            target = "/"
+        target = _local(fields.get("next", "/"))
         given = fields.get("token", "").encode("utf-8")
         if not token or not hmac.compare_digest(given, token.encode("utf-8")):
-            return login_page(request, "That is not this server's token.", 401)
+            return login_page(request, "That is not this server's token.", 401, target)
         response = _see(target)
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        response.set_cookie(
+            cookie_name(request.url.port),
+            session_value(token.encode("utf-8")).decode("ascii"),
+            max_age=7 * 24 * 3600,
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+            path="/",
+        )
         return response
+
+    def sign_out(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        response = _see("/ui/login")
+        response.delete_cookie(cookie_name(request.url.port), path="/")
+        return response
+
+    post("/ui/logout", sign_out)
+
+
+def _local(target: str) -> str:
+    """``target`` when it is a path of this site's pages, else ``/``."""
+    if (
+        not target.startswith("/")
+        or target.startswith("//")
+        or any(c == "\\" or ord(c) < 32 or ord(c) == 127 for c in target)
+    ):
+        return "/"
+    return target
 
 
 def _record(memory: Memory, memory_id: str, profile: str) -> Any:
