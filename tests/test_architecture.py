@@ -64,3 +64,9 @@ def test_importing_slm_loads_no_benchmark_and_no_adapter_extra() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_every_folder_of_modules_is_a_package() -> None:
+    """A folder without ``__init__.py`` works from a checkout but is left out of the wheel."""
+    folders = {path.parent for path in SRC.rglob("*.py") if "__pycache__" not in path.parts}
+    assert sorted(str(f) for f in folders if not (f / "__init__.py").exists()) == []

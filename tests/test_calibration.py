@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_learning import NOTES
 
 from slm import Memory, Settings
 from slm.calibrate import metrics
@@ -19,14 +20,6 @@ from slm.contract import SELECTIVE_RISK, SIGNALS
 from slm.errors import CalibrationError, InvalidInput
 from slm.labelled import observe, read_labels
 
-NOTES = [
-    "The boiler is serviced every October by Kelvin Heating",
-    "Ana prefers green tea in the afternoon",
-    "The team standup moved to 9:30 on Mondays",
-    "Ana's passport expires in March 2027",
-    "Kelvin Heating's phone number is 555-0142",
-    "The garden shed key hangs behind the kitchen door",
-]
 DECLARED = {"corpus": "synthetic", "queries": "synthetic"}
 
 

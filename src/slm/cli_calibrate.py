@@ -61,6 +61,25 @@ def fit_options(func: F) -> F:
     return func
 
 
+def build_options(func: F) -> F:
+    """The options of the commands that build labels from a benchmark file, then fit."""
+    options = [
+        click.option("--data", required=True, type=click.Path(dir_okay=False, exists=True)),
+        click.option(
+            "--db",
+            type=click.Path(dir_okay=False),
+            help="New SQLite file to build (default: temporary).",
+        ),
+        click.option(
+            "--labels-out", type=click.Path(dir_okay=False), help="Write the labels here."
+        ),
+    ]
+    func = fit_options(func)
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 @click.group("calibrate", invoke_without_command=True)
 @click.option(
     "--labels", "label_files", multiple=True, type=click.Path(dir_okay=False), help="JSON Lines."
@@ -92,12 +111,7 @@ def calibrate_command(ctx: click.Context, /, label_files: tuple[str, ...], **fit
 
 
 @calibrate_command.command("locomo")
-@click.option("--data", required=True, type=click.Path(dir_okay=False, exists=True))
-@click.option(
-    "--db", type=click.Path(dir_okay=False), help="New SQLite file to build (default: temporary)."
-)
-@click.option("--labels-out", type=click.Path(dir_okay=False), help="Write the labels here.")
-@fit_options
+@build_options
 def locomo_command(data: str, db: str | None, labels_out: str | None, **fit: Any) -> None:
     """Build labels from a LoCoMo file (each store also asked the next conversation's
     questions, as holding no answer) and calibrate on them."""
@@ -112,12 +126,7 @@ def locomo_command(data: str, db: str | None, labels_out: str | None, **fit: Any
 
 
 @calibrate_command.command("retrieval")
-@click.option("--data", required=True, type=click.Path(dir_okay=False, exists=True))
-@click.option(
-    "--db", type=click.Path(dir_okay=False), help="New SQLite file to build (default: temporary)."
-)
-@click.option("--labels-out", type=click.Path(dir_okay=False), help="Write the labels here.")
-@fit_options
+@build_options
 def retrieval_command(data: str, db: str | None, labels_out: str | None, **fit: Any) -> None:
     """Build labels from a file in the generic benchmark layout (BENCHMARK.md section 3;
     unanswerable questions as holding no answer) and calibrate on them."""
