@@ -132,18 +132,13 @@ def retrieval_command(data: str, db: str | None, labels_out: str | None, **fit: 
     unanswerable questions as holding no answer) and calibrate on them."""
     from slm_bench import calibration
 
-    names: list[str] = []
-
     def build(path: Path, settings: Settings, embedder: Embedder) -> list[dict[str, Any]]:
         name, labels = calibration.retrieval_labels(data, path, settings, embedder, _progress(fit))
-        names.append(name)
+        # the data set's name is known once it is read
+        fit["corpus"] = fit["corpus"] or calibration.RETRIEVAL_CORPUS.format(name=name)
+        fit["queries"] = fit["queries"] or calibration.RETRIEVAL_QUERIES.format(name=name)
         return labels
 
-    def words(given: str | None, template: str) -> Callable[[], str]:
-        return lambda: given or template.format(name=names[0])
-
-    fit["corpus"] = words(fit["corpus"], calibration.RETRIEVAL_CORPUS)
-    fit["queries"] = words(fit["queries"], calibration.RETRIEVAL_QUERIES)
     _built(build, db, labels_out, fit)
 
 
@@ -247,9 +242,6 @@ def _built(
     with _build_path(db) as path, tempfile.TemporaryDirectory(prefix="slm-labels-") as tmp:
         labels_path = Path(labels_out) if labels_out else Path(tmp) / "labels.jsonl"
         write_labels(build(path, settings, embedder), labels_path)
-        for key in ("corpus", "queries"):
-            if callable(fit[key]):
-                fit[key] = fit[key]()
         _fit([str(labels_path)], "default", _opener(Location(path=path), settings, embedder), fit)
 
 

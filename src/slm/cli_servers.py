@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import webbrowser
+from collections.abc import Callable
 
 import click
 
@@ -49,7 +50,7 @@ def ui(obj: Context, port: int, no_browser: bool) -> None:
     _serve(obj, "127.0.0.1", port, ready)
 
 
-def _serve(obj: Context, host: str, port: int, ready: object) -> None:
+def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None] | None) -> None:
     from slm.http import serve as serve_http
 
     settings = obj.settings()
@@ -63,5 +64,5 @@ def _serve(obj: Context, host: str, port: int, ready: object) -> None:
         default_profile=obj.profile,
         token=os.environ.get("SLM_API_TOKEN"),
         settings=settings,
-        ready=ready if callable(ready) else None,
+        ready=ready,
     )

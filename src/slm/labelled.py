@@ -29,8 +29,8 @@ import numpy as np
 
 from slm import validate
 from slm.calibrate import metrics
-from slm.calibrate.artefact import BINS, Calibration, signal_matrix
-from slm.calibrate.fit import RISKS, Observation
+from slm.calibrate.artefact import BINS, Calibration
+from slm.calibrate.fit import RISKS, Observation, arrays
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput
 from slm.learn.rerank import Reranking
@@ -212,17 +212,15 @@ def evaluate(
 ) -> tuple[dict[str, Any], tuple[np.ndarray, np.ndarray]]:
     """An artefact's figures on labelled recalls it was not fitted on (all of them held
     out), with what its selective-risk threshold gives there."""
-    matrix = signal_matrix([o.signals for o in observations])
-    y = np.asarray([1.0 if o.hit else 0.0 for o in observations])
+    matrix, y = arrays(observations)
     p = calibration.model.probability(matrix)
     report = metrics.summary(p, y, BINS, RISKS)
     if calibration.threshold is not None:
-        answered = p >= calibration.threshold
-        count = int(answered.sum())
+        _, coverage, risk = metrics.answered(p, y, calibration.threshold)
         report["abstention"] = {
             "max_risk": calibration.max_risk,
             "threshold": calibration.threshold,
-            "coverage": round(count / len(p), 4),
-            "risk": round(float(1.0 - y[answered].mean()), 4) if count else None,
+            "coverage": round(coverage, 4),
+            "risk": None if risk is None else round(risk, 4),
         }
     return {"calibration_id": calibration.id, **report}, (p, y)

@@ -167,6 +167,13 @@ def out_of_fold(
     return out
 
 
+def arrays(observations: Sequence[Observation]) -> tuple[np.ndarray, np.ndarray]:
+    """The observations' signals as a matrix (refused when one is not finite) and their
+    outcomes as 0/1."""
+    matrix = signal_matrix([o.signals for o in observations])
+    return matrix, np.asarray([1.0 if o.hit else 0.0 for o in observations])
+
+
 def calibrate(
     observations: Sequence[Observation],
     *,
@@ -188,15 +195,15 @@ def calibrate(
     check_options(seed, heldout, method, max_risk)
     if not observations:
         raise CalibrationError("no labelled recalls to calibrate on")
-    matrix = signal_matrix([o.signals for o in observations])
-    fit_groups, held_groups = split([o.group for o in observations], seed, heldout)
+    matrix, y = arrays(observations)
+    groups = [o.group for o in observations]
+    fit_groups, held_groups = split(groups, seed, heldout)
     fit_set = set(fit_groups)
-    kept = observations
     across = sum(
-        1 for o in kept if o.origin is not None and (o.origin in fit_set) != (o.group in fit_set)
+        1
+        for o in observations
+        if o.origin is not None and (o.origin in fit_set) != (o.group in fit_set)
     )
-    y = np.asarray([1.0 if o.hit else 0.0 for o in kept])
-    groups = [o.group for o in kept]
     on_fit = np.asarray([g in fit_set for g in groups])
     for name, mask in (("fit", on_fit), ("held-out", ~on_fit)):
         hits = int(y[mask].sum())
@@ -207,14 +214,16 @@ def calibrate(
             )
     fit_names = [g for g, m in zip(groups, on_fit, strict=True) if m]
     model = fit_model(matrix[on_fit], y[on_fit], fit_names, method)
+    probability = model.probability(matrix)
+    answerable = ~on_fit & np.asarray([o.answerable for o in observations])
     parts = {
-        "fit": (model.probability(matrix[on_fit]), y[on_fit]),
-        "heldout": (model.probability(matrix[~on_fit]), y[~on_fit]),
+        "fit": (probability[on_fit], y[on_fit]),
+        "heldout": (probability[~on_fit], y[~on_fit]),
     }
     summaries = {name: metrics.summary(p, t, BINS, RISKS) for name, (p, t) in parts.items()}
-    answerable = ~on_fit & np.asarray([o.answerable for o in kept])
-    held_p = model.probability(matrix[answerable])
-    summaries["heldout_answerable"] = metrics.summary(held_p, y[answerable], BINS, RISKS)
+    summaries["heldout_answerable"] = metrics.summary(
+        probability[answerable], y[answerable], BINS, RISKS
+    )
     failures = gate_failures(summaries["heldout"]["n"], summaries["heldout"]["ece"])
     abstention = None
     if max_risk is not None:
@@ -273,12 +282,10 @@ def _abstention(
         threshold = math.floor(threshold * 1e6) / 1e6
     out: dict[str, Any] = {"max_risk": max_risk, "threshold": threshold}
     p, y = heldout
-    answered = p >= threshold if threshold is not None else np.zeros(len(p), dtype=bool)
-    count = int(answered.sum())
-    risk = float(1.0 - y[answered].mean()) if count else None
+    count, coverage, risk = metrics.answered(p, y, threshold)
     allowed = max_risk + 2 * math.sqrt(max_risk * (1 - max_risk) / max(count, 1))
     out["heldout"] = {
-        "coverage": round(count / len(p), 4),
+        "coverage": round(coverage, 4),
         "risk": None if risk is None else round(risk, 4),
         "risk_allowed": round(allowed, 4),
     }

@@ -96,6 +96,17 @@ def threshold_for_risk(p: np.ndarray, y: np.ndarray, max_risk: float) -> float |
     return float(thresholds[ok[-1]]) if len(ok) else None
 
 
+def answered(
+    p: np.ndarray, y: np.ndarray, threshold: float | None
+) -> tuple[int, float, float | None]:
+    """Answering the recalls at or above ``threshold`` (None: none): how many, their share
+    and their selective risk (None when none is answered)."""
+    chosen = p >= threshold if threshold is not None else np.zeros(len(p), dtype=bool)
+    count = int(chosen.sum())
+    risk = float(1.0 - y[chosen].mean()) if count else None
+    return count, count / len(p) if len(p) else 0.0, risk
+
+
 def auroc(p: np.ndarray, y: np.ndarray) -> float:
     """The probability that a recall whose top k held the evidence gets a higher probability
     than one whose top k did not (ties count half); NaN with only one kind."""

@@ -155,13 +155,17 @@ def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Respo
     return page
 
 
-async def form(request: Request) -> dict[str, str]:
-    """The posted form's fields (the last value of each), refused without the page's own
-    form token."""
+async def posted(request: Request) -> dict[str, str]:
+    """The posted form's fields, the last value of each."""
     body = await request.body()
     if len(body) > MAX_FORM_BYTES:
         raise InvalidInput(f"the form is over {MAX_FORM_BYTES} bytes")
-    fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+    return {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+
+
+async def form(request: Request) -> dict[str, str]:
+    """The posted form's fields, refused without the page's own form token."""
+    fields = await posted(request)
     given = fields.get("csrf", "").encode("utf-8")
     if not hmac.compare_digest(given, request.app.state.csrf.encode("ascii")):
         raise InvalidInput("this form did not come from this server's page: reload the page")
@@ -346,8 +350,10 @@ def add_pages(app: FastAPI, token: str | None) -> None:
 
     @app.post("/ui/login", include_in_schema=False)
     async def login(request: Request) -> Response:
-        body = await request.body()
-        fields = {k: v[-1] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        try:
+            fields = await posted(request)
+        except InvalidInput as exc:
+            return error_page(request, 400, str(exc))
         target = _local(fields.get("next", "/"))
         given = fields.get("token", "").encode("utf-8")
         if not token or not hmac.compare_digest(given, token.encode("utf-8")):
