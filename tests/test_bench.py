@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from slm.channels import ALL_CHANNELS
 from slm.cli import cli
+from slm.errors import InvalidInput
 from slm_bench.locomo import Cleaning, clean_evidence, parse_locomo_datetime
 from slm_bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 
@@ -157,3 +158,120 @@ def test_lifecycle_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert 0 <= links["changes_linked"] <= 1
     assert report["latency_ms"]["p50"] > 0
     assert "| explicit |" in result.output
+
+
+def _history_set() -> dict[str, object]:
+    """Two small histories in the layout of BENCHMARK.md section 4 (written for this test)."""
+    return {
+        "histories": [
+            {
+                "id": "a",
+                "attribute": "Ravi's car",
+                "memories": [
+                    {
+                        "id": "a1",
+                        "role": "fact",
+                        "event_time": "2023-01-05T10:00:00Z",
+                        "content": "Ravi drives a battered old Toyota pickup.",
+                    },
+                    {
+                        "id": "a2",
+                        "role": "distractor",
+                        "event_time": "2023-04-05T10:00:00Z",
+                        "content": "Ravi's brother rented a van for the move.",
+                    },
+                    {
+                        "id": "a3",
+                        "role": "fact",
+                        "event_time": "2024-02-05T10:00:00Z",
+                        "content": "Ravi finally sold the pickup and now drives an electric Kia.",
+                    },
+                ],
+                "changes": [["a1", "a3"]],
+                "questions": [
+                    {
+                        "id": "aq1",
+                        "kind": "current",
+                        "question": "What does Ravi drive?",
+                        "expected": "a3",
+                        "superseded": ["a1"],
+                    },
+                    {
+                        "id": "aq2",
+                        "kind": "past",
+                        "question": "What does Ravi drive?",
+                        "as_of": "2023-06-01T00:00:00Z",
+                        "expected": "a1",
+                    },
+                ],
+            },
+            {
+                "id": "b",
+                "attribute": "user standup time",
+                "memories": [
+                    {
+                        "id": "b1",
+                        "role": "fact",
+                        "event_time": "2023-02-01T08:00:00Z",
+                        "content": "Our standup is every day at 9:30.",
+                    },
+                    {
+                        "id": "b2",
+                        "role": "fact",
+                        "event_time": "2023-09-01T08:00:00Z",
+                        "content": "With the Berlin folks joining, standup moved to 8:45.",
+                    },
+                ],
+                "changes": [["b1", "b2"]],
+                "questions": [
+                    {
+                        "id": "bq1",
+                        "kind": "current",
+                        "question": "When is standup?",
+                        "expected": "b2",
+                        "superseded": ["b1"],
+                    },
+                ],
+            },
+        ],
+        "unanswerable": [
+            {"id": "u1", "question": "Which dealer sold Ravi the Kia?", "history": "a"}
+        ],
+    }
+
+
+def test_a_history_set_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    data, out = tmp_path / "histories.json", tmp_path / "report.json"
+    data.write_text(json.dumps(_history_set()), encoding="utf-8")
+    result = CliRunner().invoke(
+        cli, ["bench", "lifecycle", "--data", str(data), "--out", str(out)], catch_exceptions=False
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["questions"] == {"current": 2, "past": 1, "unanswerable": 1}
+    assert report["memories"] == 5 and report["histories"] == 2
+    assert report["links"]["changes"] == 2
+    assert (
+        report["links"]["gold_linked"] + report["links"]["false_links"] == report["links"]["found"]
+    )
+    for name in ("current@1", "stale_first", "past_hit@10", "current_hit@10"):
+        assert 0.0 <= report[name] <= 1.0
+    assert report["command"].startswith("slm bench lifecycle --data")
+    assert "current@1" in result.output
+
+
+def test_a_history_set_with_an_unknown_reference_is_refused(tmp_path: Path) -> None:
+    from slm_bench.history_set import load
+
+    broken = _history_set()
+    broken["histories"][0]["changes"] = [["a1", "a9"]]  # type: ignore[index]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(broken), encoding="utf-8")
+    with pytest.raises(InvalidInput, match="a9"):
+        load(path)
+    result = CliRunner().invoke(cli, ["bench", "lifecycle", "--data", str(path)])
+    assert result.exit_code == 1 and "a9" in result.output
+    path.write_text('{"histories": [{"id": "x"}]}', encoding="utf-8")
+    with pytest.raises(InvalidInput, match="not a history set"):
+        load(path)

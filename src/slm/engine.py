@@ -24,7 +24,8 @@ from slm.channels import Channel, build_channels, enabled
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
-from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, semantic_links
+from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, nearest_stored, semantic_links
+from slm.ingest.changes import probable
 from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
 from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
@@ -259,11 +260,13 @@ class Memory:
         passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
         embedded = _firsts(passages, self.embedder.dim)
         standing = self._standing([c.content for c in fresh], [c.source for c in fresh])
-        links = semantic_links(self.store, self.profile, embedded)
+        nearest = nearest_stored(self.store, self.profile, embedded)
+        links = semantic_links(embedded, nearest)
+        found = probable(self.store, self.profile, fresh, embedded, nearest)
         new_items = [
-            _with_derived(c, p, stored, batch, statements)
-            for c, p, (stored, batch), statements in zip(
-                fresh, passages, links, standing, strict=True
+            replace(_with_derived(c, p, stored, batch, statements), changes=ch)
+            for c, p, (stored, batch), statements, ch in zip(
+                fresh, passages, links, standing, found, strict=True
             )
         ]
         ids = dict(known)

@@ -90,6 +90,9 @@ class NewMemory:
     links: tuple[tuple[int, float], ...] = ()
     #: (index in the same batch, cosine) of strong semantic neighbours inserted alongside.
     batch_links: tuple[tuple[int, float], ...] = ()
+    #: (earlier memory, in the same batch?, evidence, sure?) of each probable change found by
+    #: meaning (``slm.ingest.changes``): a stored key, or an index in the same batch.
+    changes: tuple[tuple[int, bool, str, bool], ...] = ()
     #: vectors (little-endian float32) of the text's passages after the first, in order.
     passages: tuple[bytes, ...] = ()
     #: (kind, statement, vector) of each standing instruction or preference the text states.

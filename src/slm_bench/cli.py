@@ -274,6 +274,11 @@ def scale(
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Also count false links on this LoCoMo file and run its benchmark with the feature on.",
 )
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A history set written by hand (BENCHMARK.md section 4) instead of the generator.",
+)
 def lifecycle(
     out: Path | None,
     as_json: bool,
@@ -282,8 +287,18 @@ def lifecycle(
     histories: int,
     phrasings: str,
     locomo: Path | None,
+    data: Path | None,
 ) -> None:
     """Facts that change: current value, stale-first, as-of and false links (docs/lifecycle.md)."""
+    if data is not None:
+        from slm_bench import history_set
+
+        report = history_set.run(
+            data, settings=Settings.from_env(calibration=None), progress=_progress(quiet)
+        )
+        report["command"] = f"slm bench lifecycle --data {data}"
+        _emit(report, out, as_json, history_set.markdown)
+        return
     from slm_bench import lifecycle as harness
 
     report = harness.run(

@@ -189,11 +189,10 @@ def _locomo(
 
     conversations, _ = locomo.load(path)
     turns = found = 0
-    fake = replace(settings, embedder="fake")  # links do not need vectors
-    for conversation in conversations:
+    for conversation in conversations:  # the real model: changes are also found by meaning
         with (
             tempfile.TemporaryDirectory(prefix="slm-lifecycle-") as tmp,
-            Memory(Path(tmp) / "m.db", settings=fake) as memory,
+            Memory(Path(tmp) / "m.db", settings=settings) as memory,
         ):
             memory.remember_many(conversation.turns)
             turns += len(conversation.turns)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from slm.embed import Matrix
+from slm.ingest.changes import CANDIDATES
 from slm.ingest.entities import extract_entities
 from slm.ingest.timeexpr import referenced_spans
 from slm.models import to_micros
@@ -51,15 +52,22 @@ def derive(content: str, event_time: datetime, metadata: Mapping[str, Any]) -> D
     return Derived(session_key(metadata), entities, spans)
 
 
+def nearest_stored(store: Store, profile: str, vectors: Matrix) -> list[list[tuple[int, float]]]:
+    """Each new vector's nearest stored memories (key, cosine): enough for the semantic
+    links and for the change reader (:data:`slm.ingest.changes.CANDIDATES`)."""
+    if not len(vectors):
+        return []
+    return store.vector_search_many(profile, vectors, max(SEMANTIC_LINKS, CANDIDATES))
+
+
 def semantic_links(
-    store: Store, profile: str, vectors: Matrix
+    vectors: Matrix, nearest: Sequence[Sequence[tuple[int, float]]]
 ) -> list[tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]]:
     """Strong semantic neighbours of each new vector: (stored keys, batch indexes) with cosines.
 
-    Stored neighbours come from the store's vector search; neighbours inside the batch from
-    a blockwise similarity matrix, so memory stays bounded for large batches.
+    Stored neighbours come from ``nearest`` (:func:`nearest_stored`); neighbours inside the
+    batch from a blockwise similarity matrix, so memory stays bounded for large batches.
     """
-    nearest = store.vector_search_many(profile, vectors, SEMANTIC_LINKS) if len(vectors) else []
     within = _batch_neighbours(vectors)
     out = [
         ([(key, score) for key, score in found if score >= SEMANTIC_LINK_FLOOR], batch)

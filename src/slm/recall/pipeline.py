@@ -11,7 +11,7 @@ from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallRespo
 from slm.learn.features import candidates, window
 from slm.learn.rerank import Reranking, reorder
 from slm.models import MemoryRecord
-from slm.recall import fusion, versions
+from slm.recall import feedback, fusion, versions
 from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
 from slm.recall.evidence import admitted, weigh_evidence
 from slm.recall.run import ChannelRun
@@ -83,6 +83,12 @@ def rank(
             if reranking.ranker.applies(seen.matrix):
                 ranking = reorder(ranking, seen, reranking.ranker.score(seen.matrix))
                 reranked = len(keys)
+    leading_now = fusion.order(ranking)[: feedback.LEADING]
+    records.update(store.get_by_keys(query.profile, [k for k in leading_now if k not in records]))
+    asked = store.feedback_asked(
+        query.profile, [records[k].id for k in leading_now if k in records]
+    )
+    taught = feedback.apply(ranking, records, feedback.nets(query.text, asked), leading_now)
     if moment is not None and updates:
         grouped = {k for u in updates for k in (u.older, u.newer) if k in ranking}
         records.update(store.get_by_keys(query.profile, grouped - records.keys()))
@@ -128,6 +134,11 @@ def rank(
                 "shift_limit": reranking.ranker.shift_limit
                 if reranking and reranking.ranker
                 else None,
+            },
+            "feedback": {
+                memory.id: round(shift, 6)
+                for key, shift in taught.items()
+                if (memory := records.get(key)) is not None
             },
             "evidence_floor": {
                 "semantic_cosine": settings.semantic_floor,

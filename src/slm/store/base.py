@@ -122,11 +122,16 @@ class FeedbackEvent:
         }
 
 
+#: How the slot of a change found by meaning starts; the rest is its evidence.
+MEANING = "meaning: "
+
+
 @dataclass(frozen=True, slots=True)
 class Update:
     """Memory ``newer`` replaces memory ``older``: explicitly (it superseded it), or
-    probably (it gives another value for a fact, ``slot`` = ``subject|attribute``, that
-    ``older`` states; see ``slm.ingest.facts``)."""
+    probably: it gives another value for a fact ``older`` states (``slot`` =
+    ``subject|attribute``, ``slm.ingest.facts``), or says something else about what
+    ``older`` said (``slot`` = :data:`MEANING` and the evidence, ``slm.ingest.changes``)."""
 
     older: int
     newer: int
@@ -140,6 +145,10 @@ class Update:
     @property
     def explicit(self) -> bool:
         return not self.slot
+
+    @property
+    def by_meaning(self) -> bool:
+        return self.slot.startswith(MEANING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,6 +357,12 @@ class Admin(Protocol):
     ) -> dict[str, tuple[int, int]]:
         """(useful, not useful) counts of the feedback naming a recall, per memory id;
         with ``before`` (microseconds), only feedback given earlier."""
+
+    def feedback_asked(
+        self, profile: str, memory_ids: Sequence[str]
+    ) -> dict[str, list[tuple[bool, str]]]:
+        """The labels given to each memory for a logged recall, newest first, each as
+        (useful, the question that recall asked)."""
 
     def reset_feedback(self, profile: str) -> int:
         """Erase the profile's feedback events, recall log and source trust counts; the

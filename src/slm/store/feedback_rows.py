@@ -10,6 +10,7 @@ Older rows are pruned every :data:`PRUNE_EVERY` writes.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import zlib
 from collections.abc import Callable, Sequence
@@ -144,6 +145,35 @@ def marks_query(
     return sql, [profile, *memory_ids, *([before] if before is not None else [])]
 
 
+#: At most this many of the newest labels are read per recall for the feedback step.
+ASKED_LIMIT = 2000
+
+
+def asked_query(mark: str, profile: str, memory_ids: Sequence[str]) -> tuple[str, list[Any]]:
+    """The statement and parameters reading, newest first, the labels given to
+    ``memory_ids`` for a logged recall, each with that recall's request."""
+    marks = ", ".join([mark] * len(memory_ids))
+    sql = (
+        "SELECT f.memory_id, f.useful, r.request FROM feedback f JOIN recall_log r "
+        "ON r.profile = f.profile AND r.query_id = f.query_id "
+        f"WHERE f.profile = {mark} AND f.memory_id IN ({marks}) "
+        f"ORDER BY f.seq DESC LIMIT {ASKED_LIMIT}"
+    )
+    return sql, [profile, *memory_ids]
+
+
+def read_asked(rows: Sequence[Sequence[Any]]) -> dict[str, list[tuple[bool, str]]]:
+    """(useful, the question asked) per memory id, from :func:`asked_query`'s rows."""
+    out: dict[str, list[tuple[bool, str]]] = {}
+    for memory_id, useful, request in rows:
+        try:
+            question = str(json.loads(request).get("query", ""))
+        except (ValueError, AttributeError):
+            continue
+        out.setdefault(str(memory_id), []).append((bool(useful), question))
+    return out
+
+
 def read_marks(rows: Sequence[Sequence[Any]]) -> dict[str, tuple[int, int]]:
     return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
@@ -197,6 +227,13 @@ class SQLiteFeedback:
             return {}
         return read_marks(self._read(*marks_query("?", profile, memory_ids, before)))
 
+    def feedback_asked(
+        self, profile: str, memory_ids: Sequence[str]
+    ) -> dict[str, list[tuple[bool, str]]]:
+        if not memory_ids:
+            return {}
+        return read_asked(self._read(*asked_query("?", profile, memory_ids)))
+
     def log_recall(self, profile: str, entry: LoggedRecall) -> None:
         self._write(lambda db: log_recall(db, "?", profile, entry))
 
@@ -247,6 +284,13 @@ class PostgresFeedback:
         if not memory_ids:
             return {}
         return read_marks(self._rows(*marks_query("%s", profile, memory_ids, before)))
+
+    def feedback_asked(
+        self, profile: str, memory_ids: Sequence[str]
+    ) -> dict[str, list[tuple[bool, str]]]:
+        if not memory_ids:
+            return {}
+        return read_asked(self._rows(*asked_query("%s", profile, memory_ids)))
 
     def log_recall(self, profile: str, entry: LoggedRecall) -> None:
         with self._write(None) as cur:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from slm.models import NewMemory, from_micros, to_micros
-from slm.store.base import Update
+from slm.store.base import MEANING, Update
 
 
 class Cursor(Protocol):
@@ -68,13 +68,12 @@ def insert_facts(
         for key, item in fresh
         for slot, value in item.facts
     ]
-    if not rows:
-        return
-    cur.executemany(
-        "INSERT INTO fact_slots (key, profile, slot, value, valid_from) "
-        f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
-        rows,
-    )
+    if rows:
+        cur.executemany(
+            "INSERT INTO fact_slots (key, profile, slot, value, valid_from) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+            rows,
+        )
     new = {key for key, _ in fresh}
     for slot in sorted({row[2] for row in rows}):
         links = relink(cur, mark, profile, slot)
@@ -82,13 +81,50 @@ def insert_facts(
             for older, newer, at in links:
                 if older in new or newer in new:
                     _supersede_key(cur, mark, profile, older, newer, at)
+    _insert_changes(cur, mark, profile, fresh, supersede_updates)
+
+
+def _insert_changes(
+    cur: Cursor,
+    mark: str,
+    profile: str,
+    fresh: Sequence[tuple[int, NewMemory]],
+    supersede_updates: bool,
+) -> None:
+    """Store the changes found by meaning (``slm.ingest.changes``); the evidence is the
+    link's slot. With ``supersede_updates`` the sure ones are superseded."""
+    batch = [key for key, _ in fresh]
+    links = [
+        (batch[other] if in_batch else other, key, evidence, sure, start(item))
+        for key, item in fresh
+        for other, in_batch, evidence, sure in item.changes
+    ]
+    if not links:
+        return
+    cur.executemany(
+        f"INSERT INTO fact_updates (older, newer, profile, slot) "
+        f"VALUES ({mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+        [(older, newer, profile, evidence) for older, newer, evidence, _, _ in links],
+    )
+    if supersede_updates:
+        for older, newer, _, sure, at in links:
+            if sure:
+                _supersede_key(cur, mark, profile, older, newer, at)
 
 
 def delete_facts(cur: Cursor, mark: str, profile: str, key: int, relinked: bool = True) -> None:
-    """Remove a memory's facts and links; with ``relinked``, relink the slots it stated."""
+    """Remove a memory's facts and links; with ``relinked``, relink the slots it stated
+    (without: a rebuild, which keeps the links found by meaning)."""
     slots = [r[0] for r in cur.execute(f"SELECT slot FROM fact_slots WHERE key = {mark}", [key])]
     cur.execute(f"DELETE FROM fact_slots WHERE key = {mark}", [key])
-    cur.execute(f"DELETE FROM fact_updates WHERE older = {mark} OR newer = {mark}", [key, key])
+    if relinked:
+        cur.execute(f"DELETE FROM fact_updates WHERE older = {mark} OR newer = {mark}", [key, key])
+    else:  # a rebuild keeps the changes found by meaning: its text and vector are the same
+        cur.execute(
+            f"DELETE FROM fact_updates WHERE (older = {mark} OR newer = {mark}) "
+            f"AND slot NOT LIKE {mark}",
+            [key, key, f"{MEANING}%"],
+        )
     if relinked:
         for slot in slots:
             relink(cur, mark, profile, slot)
