@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from slm import Memory
+from slm import InvalidInput, Memory, NotFound
 from slm.ingest import changes
 from slm.ingest.changes import judge, read
 from slm.models import to_micros
@@ -138,3 +138,40 @@ def test_an_explicit_supersedes_is_left_as_said(real_memory: Memory) -> None:
     )
     keys = [old.key, new.key]
     assert not [u for u in real_memory.store.updates(real_memory.profile, keys) if u.by_meaning]
+
+
+def test_a_wrong_link_is_undone_for_good(real_memory: Memory) -> None:
+    old = real_memory.remember(COFFEE_OLD, event_time="2023-03-01T09:00:00Z")
+    new = real_memory.remember(COFFEE_NEW, event_time="2024-02-01T09:00:00Z")
+    real_memory.unlink(old.id, new.id)
+    keys = [old.key, new.key]
+    assert real_memory.store.updates(real_memory.profile, keys) == []
+    response = real_memory.recall("What coffee does Priya order?", k=5)
+    assert all(r.possibly_superseded_by == () for r in response.results)
+    with pytest.raises(InvalidInput, match="no link to undo"):
+        real_memory.unlink(old.id, new.id)
+    with pytest.raises(NotFound):
+        real_memory.unlink(old.id, "0123456789abcdef")
+
+
+def test_undoing_a_fact_link_survives_relinking(memory: Memory) -> None:
+    first = memory.remember("Ana moved to Porto.", event_time="2022-01-01T00:00:00Z")
+    second = memory.remember("Ana moved to Lisbon.", event_time="2023-01-01T00:00:00Z")
+    keys = [first.key, second.key]
+    assert [u.slot for u in memory.store.updates(memory.profile, keys)] == ["ana|residence"]
+    memory.unlink(first.id, second.id)
+    assert memory.store.updates(memory.profile, keys) == []
+    # a later value of the same fact relinks the slot: the undone pair stays undone
+    third = memory.remember("Ana moved to Berlin.", event_time="2024-01-01T00:00:00Z")
+    pairs = {(u.older_id, u.newer_id) for u in memory.store.updates(memory.profile, keys)}
+    assert (first.id, second.id) not in pairs and (second.id, third.id) in pairs
+    assert (first.id, third.id) in pairs  # the first links to the next value instead
+
+
+def test_undoing_an_explicit_supersession_makes_the_older_current(memory: Memory) -> None:
+    old = memory.remember("Ana lives in Porto.", event_time="2022-01-01T00:00:00Z")
+    new = memory.update(old.id, "Ana's flat has a balcony.").memory
+    assert memory.get(old.id).superseded_by == new.id
+    memory.unlink(old.id, new.id)
+    again = memory.get(old.id)
+    assert again.superseded_by is None and again.valid_to is None

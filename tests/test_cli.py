@@ -188,10 +188,19 @@ def test_update_supersede_and_recall_what_holds(run) -> None:  # type: ignore[no
     assert third.exit_code == 0 and third.stdout.startswith("remembered ")
     assert json.loads(run("get", new["id"], "--json").stdout)["valid_to"] == "2025-01-01T00:00:00Z"
 
+    third_id = json.loads(run("get", new["id"], "--json").stdout)["superseded_by"]
+    undone = run("unlink", new["id"], third_id)
+    assert undone.exit_code == 0 and undone.stdout == f"{third_id} no longer replaces {new['id']}\n"
+    assert json.loads(run("get", new["id"], "--json").stdout)["valid_to"] is None
+    again = run("unlink", new["id"], third_id)
+    assert again.exit_code == 1 and "no link to undo" in again.output
+
 
 LIFECYCLE_BAD = [
     (["update", "0123456789abcdef", "new text"], "no memory with id"),
     (["update", "nope", "new text"], "memory id must be"),
+    (["unlink", "0123456789abcdef", "0123456789abcdee"], "no memory with id"),
+    (["unlink", "0123456789abcdef"], "Missing argument"),
     (["remember", "x", "--supersedes", "0123456789abcdef"], "no memory with id"),
     (["recall", "q", "--as-of", "yesterday-ish"], "as_of is not an ISO 8601"),
     (["recall", "q", "--as-of", "2024-01-01", "--include-superseded"], "as_of"),

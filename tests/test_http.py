@@ -421,6 +421,7 @@ OPERATIONS = [
     ("GET", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}"),
     ("PATCH", "/v1/memories/{memory_id}"),
+    ("DELETE", "/v1/memories/{memory_id}/replaced-by/{newer_id}"),
     ("GET", "/v1/health"),
     ("POST", "/v1/feedback"),
     ("GET", "/v1/feedback"),
@@ -509,3 +510,12 @@ def test_patch_replaces_a_memory(client: httpx.Client) -> None:
     assert empty.status_code == 400 and error_of(empty)["field"] == "content"
     listed = client.get("/v1/memories", headers=headers).json()["memories"]
     assert len(listed) == 2
+
+    undo = f"/v1/memories/{old['id']}/replaced-by/{new['id']}"
+    undone = client.delete(undo, headers=headers)
+    assert undone.status_code == 200, undone.text
+    assert undone.json() == {"unlinked": {"older": old["id"], "newer": new["id"]}}
+    assert client.get(f"/v1/memories/{old['id']}", headers=headers).json()["valid_to"] is None
+    twice = client.delete(undo, headers=headers)
+    assert twice.status_code == 400 and "no link to undo" in error_of(twice)["message"]
+    assert client.delete(undo).status_code == 404  # another profile

@@ -15,6 +15,7 @@ from mcp.types import CallToolResult, TextContent
 TOOLS = {
     "remember",
     "update",
+    "unlink",
     "recall",
     "forget",
     "feedback",
@@ -257,6 +258,13 @@ def test_update_and_recall_what_holds(tmp_path: Path) -> None:
         cycle = await client.call_tool("update", {"id": old["id"], "content": "again"})
         assert "already superseded" in error_text(cycle)
         assert data(await client.call_tool("health", {}))["memories"] == 3
+        undone = data(
+            await client.call_tool("unlink", {"older_id": new["id"], "newer_id": third["id"]})
+        )
+        assert undone == {"unlinked": {"older": new["id"], "newer": third["id"]}}
+        assert data(await client.call_tool("get", {"id": new["id"]}))["superseded_by"] is None
+        again = await client.call_tool("unlink", {"older_id": new["id"], "newer_id": third["id"]})
+        assert "no link to undo" in error_text(again)
 
     run_session(tmp_path, scenario)
 

@@ -336,3 +336,30 @@ def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    headers = {"X-SLM-Profile": "links"}
+    old = httpx.post(
+        f"{url}/v1/memories", headers=headers, json={"content": "Ana lives in Porto"}
+    ).json()
+    new = httpx.patch(
+        f"{url}/v1/memories/{old['id']}", headers=headers, json={"content": "Ana has a cat"}
+    ).json()
+    page = httpx.get(f"{url}/ui/memories/{old['id']}?profile=links")
+    assert "Not a replacement" in page.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert csrf is not None
+    done = httpx.post(
+        f"{url}/ui/memories/{old['id']}/unlink?profile=links",
+        data={"csrf": csrf.group(1), "newer": new["id"]},
+    )
+    assert done.status_code == 303
+    held = httpx.get(f"{url}/v1/memories/{old['id']}", headers=headers).json()
+    assert held["superseded_by"] is None and held["valid_to"] is None
+    again = httpx.post(
+        f"{url}/ui/memories/{old['id']}/unlink?profile=links",
+        data={"csrf": csrf.group(1), "newer": new["id"]},
+    )
+    assert again.status_code == 400 and "no link to undo" in again.text

@@ -268,6 +268,21 @@ def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
         raise NotFound(f"not found in this profile: {', '.join(missing)}")
 
 
+@cli.command()
+@click.argument("older_id")
+@click.argument("newer_id")
+@json_option
+@click.pass_obj
+def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
+    """Undo a link: NEWER_ID does not replace OLDER_ID (the older one holds again)."""
+    with obj.memory(create=False) as memory:
+        memory.unlink(older_id, newer_id)
+    if as_json:
+        emit({"unlinked": {"older": older_id, "newer": newer_id}})
+    else:
+        click.echo(f"{newer_id} no longer replaces {older_id}")
+
+
 @cli.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
 @quiet_option

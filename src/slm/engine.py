@@ -24,9 +24,14 @@ from slm.channels import Channel, build_channels, enabled
 from slm.contract import RecallResponse
 from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
-from slm.ingest import SEMANTIC_LINK_FLOOR, SEMANTIC_LINKS, derive, nearest_stored, semantic_links
+from slm.ingest import (
+    SEMANTIC_LINK_FLOOR,
+    SEMANTIC_LINKS,
+    nearest_stored,
+    semantic_links,
+    with_derived,
+)
 from slm.ingest.changes import probable
-from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
 from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
 from slm.learn.adapt import Learning, feedback_event
@@ -37,7 +42,6 @@ from slm.recall.fusion import source_trust
 from slm.settings import Settings, default_db_path
 from slm.store import Location, Store, open_store
 from slm.store.base import MAX_PASSAGES, FeedbackEvent
-from slm.text import terms
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -227,6 +231,17 @@ class Memory:
         )
         return self.store_many([item])[0]
 
+    def unlink(self, older_id: str, newer_id: str) -> None:
+        """Say that memory ``newer_id`` does not replace memory ``older_id``: a probable
+        update found between them is removed and not found again, and a supersession is
+        ended (the older memory holds again). Nothing is deleted."""
+        older, newer = self.get(older_id).id, self.get(newer_id).id
+        if not self.store.dismiss(self.profile, older, newer):
+            raise InvalidInput(
+                f"memory {newer} does not replace memory {older}: there is no link to undo",
+                field="newer_id",
+            )
+
     def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[MemoryRecord]:
         """Store a batch in one transaction with batched embedding; one record per item.
 
@@ -264,7 +279,7 @@ class Memory:
         links = semantic_links(embedded, nearest)
         found = probable(self.store, self.profile, fresh, embedded, nearest)
         new_items = [
-            replace(_with_derived(c, p, stored, batch, statements), changes=ch)
+            with_derived(c, p, stored, batch, statements, ch)
             for c, p, (stored, batch), statements, ch in zip(
                 fresh, passages, links, standing, found, strict=True
             )
@@ -406,7 +421,7 @@ class Memory:
                 item = _record_as_new(record)
                 rest = further.get(record.key)
                 passages = vector[None, :] if rest is None else np.vstack([vector[None, :], rest])
-                derived = _with_derived(item, passages, neighbours, (), statements)
+                derived = with_derived(item, passages, neighbours, (), statements)
                 items.append((record.key, derived))
             self.store.rederive(self.profile, items)
             done += len(records)
@@ -620,26 +635,3 @@ def _firsts(passages: Sequence[Matrix], dim: int) -> Matrix:
     if not passages:
         return np.zeros((0, dim), dtype=np.float32)
     return np.stack([p[0] for p in passages]).astype(np.float32)
-
-
-def _with_derived(
-    item: NewMemory,
-    passages: Matrix,
-    links: tuple[tuple[int, float], ...],
-    batch_links: tuple[tuple[int, float], ...],
-    standing: tuple[tuple[str, str, bytes], ...],
-) -> NewMemory:
-    derived = derive(item.content, item.event_time, item.metadata)
-    return replace(
-        item,
-        terms=tuple(terms(item.content)),
-        vector=passages[0].astype("<f4").tobytes(),
-        passages=tuple(p.astype("<f4").tobytes() for p in passages[1:]),
-        standing=standing,
-        session=derived.session,
-        entities=derived.entities,
-        spans=derived.spans,
-        links=links,
-        batch_links=batch_links,
-        facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
-    )

@@ -257,6 +257,16 @@ def _add_routes(app: FastAPI) -> None:
             raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
         return JSONResponse({"forgotten": [memory_id]})
 
+    @app.delete("/v1/memories/{memory_id}/replaced-by/{newer_id}", responses=ok(None))
+    def unlink(
+        memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)],
+        newer_id: Annotated[str, PathParam(pattern=_MEMORY_ID)],
+        memory: Mem,
+    ) -> JSONResponse:
+        """Undo a link: the newer memory does not replace this one, which holds again."""
+        memory.unlink(memory_id, newer_id)
+        return JSONResponse({"unlinked": {"older": memory_id, "newer": newer_id}})
+
     @app.patch("/v1/memories/{memory_id}", status_code=201, responses={**ok(None, 201), 200: {}})
     def update(
         memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], body: UpdateIn, memory: Mem

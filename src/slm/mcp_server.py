@@ -47,6 +47,9 @@ UPDATE = """Replace a stored memory that is no longer true ("Priya moved to Port
 lives in Lisbon"): the new text is stored as a new memory, the old one stays readable but
 recall stops returning it. Pass the id of the old memory (from recall, get or list_recent)."""
 
+UNLINK = """Undo a link slm made: the newer memory does not replace the older one (the two say
+different things; `possibly_superseded_by` was wrong). The older memory holds again."""
+
 RECALL = """\
 Find the stored memories most relevant to a question, ranked. Call it before answering
 anything that may depend on earlier sessions; phrase the query as the question you need
@@ -162,6 +165,16 @@ def build_server(memory: Memory) -> MCPServer:
     ) -> dict[str, Any]:
         return _call(lambda: memory.update(id, content, event_time=event_time).to_dict())
 
+    def unlink(
+        older_id: Annotated[str, Field(description="The memory shown as replaced.")],
+        newer_id: Annotated[str, Field(description="The memory shown as replacing it.")],
+    ) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            memory.unlink(older_id, newer_id)
+            return {"unlinked": {"older": older_id, "newer": newer_id}}
+
+        return _call(run)
+
     def recall(
         query: Query,
         k: K = 10,
@@ -242,6 +255,7 @@ def build_server(memory: Memory) -> MCPServer:
     tools: list[tuple[Callable[..., dict[str, Any]], str]] = [
         (remember, REMEMBER),
         (update, UPDATE),
+        (unlink, UNLINK),
         (recall, RECALL),
         (forget, FORGET),
         (feedback, FEEDBACK),

@@ -8,7 +8,7 @@ strong semantic neighbours among stored memories and the rest of its batch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,9 +17,11 @@ import numpy as np
 from slm.embed import Matrix
 from slm.ingest.changes import CANDIDATES
 from slm.ingest.entities import extract_entities
+from slm.ingest.facts import facts
 from slm.ingest.timeexpr import referenced_spans
-from slm.models import to_micros
+from slm.models import NewMemory, to_micros
 from slm.store import Store
+from slm.text import terms
 
 #: At most this many semantic-neighbour edges are made per new memory...
 SEMANTIC_LINKS = 3
@@ -115,3 +117,31 @@ def _keep_best(
             )
         )
     return capped
+
+
+def with_derived(
+    item: NewMemory,
+    passages: Matrix,
+    links: tuple[tuple[int, float], ...],
+    batch_links: tuple[tuple[int, float], ...],
+    standing: tuple[tuple[str, str, bytes], ...],
+    changes: tuple[tuple[int, bool, str, bool], ...] = (),
+) -> NewMemory:
+    """``item`` with everything derived from its text: terms, its vectors (``passages``,
+    the first its own), entities, dates, session, facts, and the links, standing
+    statements and changes found for it."""
+    derived = derive(item.content, item.event_time, item.metadata)
+    return replace(
+        item,
+        terms=tuple(terms(item.content)),
+        vector=passages[0].astype("<f4").tobytes(),
+        passages=tuple(p.astype("<f4").tobytes() for p in passages[1:]),
+        standing=standing,
+        session=derived.session,
+        entities=derived.entities,
+        spans=derived.spans,
+        links=links,
+        batch_links=batch_links,
+        facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
+        changes=changes,
+    )

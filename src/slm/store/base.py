@@ -205,6 +205,10 @@ class Rows(Protocol):
         """End the validity of stored memories at ``moment``, naming the stored memory that
         replaces them, in one transaction."""
 
+    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
+        """Undo the link between two memories of the profile (both exist): the probable
+        update is removed for good and a supersession ended; False if none linked them."""
+
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
         """The probable updates in which any of ``keys`` is the older or the newer memory,
         and the explicit supersessions of any of ``keys``."""

@@ -45,6 +45,37 @@ def supersede(
         )
 
 
+def dismiss(cur: Cursor, mark: str, profile: str, older_id: str, newer_id: str) -> bool:
+    """Undo a link: ``newer_id`` does not replace ``older_id`` (both in the profile). The
+    probable update between them is removed and never found again, and a supersession of
+    one by the other is ended (the older memory holds again). False when nothing linked
+    them."""
+    rows = cur.execute(
+        f"SELECT id, key FROM memories WHERE profile = {mark} AND id IN ({mark}, {mark})",
+        [profile, older_id, newer_id],
+    ).fetchall()
+    keys = {str(id_): int(key) for id_, key in rows}
+    older, newer = keys[older_id], keys[newer_id]
+    probable = cur.execute(
+        f"SELECT count(*) FROM fact_updates WHERE older = {mark} AND newer = {mark}",
+        [older, newer],
+    ).fetchone()[0]
+    ended = cur.execute(
+        f"UPDATE memories SET valid_to = NULL, superseded_by = NULL "
+        f"WHERE key = {mark} AND superseded_by = {mark}",
+        [older, newer_id],
+    ).rowcount
+    if not probable and not ended:
+        return False
+    cur.execute(f"DELETE FROM fact_updates WHERE older = {mark} AND newer = {mark}", [older, newer])
+    cur.execute(
+        f"INSERT INTO fact_dismissed (older, newer, profile) VALUES ({mark}, {mark}, {mark}) "
+        "ON CONFLICT DO NOTHING",
+        [older, newer, profile],
+    )
+    return True
+
+
 def reinstate(cur: Cursor, mark: str, profile: str, removed_id: str) -> None:
     """Make current again what a removed memory had superseded."""
     cur.execute(
@@ -117,17 +148,17 @@ def delete_facts(cur: Cursor, mark: str, profile: str, key: int, relinked: bool 
     (without: a rebuild, which keeps the links found by meaning)."""
     slots = [r[0] for r in cur.execute(f"SELECT slot FROM fact_slots WHERE key = {mark}", [key])]
     cur.execute(f"DELETE FROM fact_slots WHERE key = {mark}", [key])
-    if relinked:
-        cur.execute(f"DELETE FROM fact_updates WHERE older = {mark} OR newer = {mark}", [key, key])
+    if relinked:  # the memory is gone: its links, and the links undone around it, go too
+        for table in ("fact_updates", "fact_dismissed"):
+            cur.execute(f"DELETE FROM {table} WHERE older = {mark} OR newer = {mark}", [key, key])
+        for slot in slots:
+            relink(cur, mark, profile, slot)
     else:  # a rebuild keeps the changes found by meaning: its text and vector are the same
         cur.execute(
             f"DELETE FROM fact_updates WHERE (older = {mark} OR newer = {mark}) "
             f"AND slot NOT LIKE {mark}",
             [key, key, f"{MEANING}%"],
         )
-    if relinked:
-        for slot in slots:
-            relink(cur, mark, profile, slot)
 
 
 def relink(cur: Cursor, mark: str, profile: str, slot: str) -> list[tuple[int, int, int]]:
@@ -138,9 +169,19 @@ def relink(cur: Cursor, mark: str, profile: str, slot: str) -> list[tuple[int, i
         "ORDER BY valid_from, key",
         [profile, slot],
     ).fetchall()
+    dismissed = {
+        (older, newer)
+        for older, newer in cur.execute(
+            "SELECT d.older, d.newer FROM fact_dismissed d JOIN fact_slots s ON s.key = d.older "
+            f"WHERE s.profile = {mark} AND s.slot = {mark}",
+            [profile, slot],
+        ).fetchall()
+    }
     links: list[tuple[int, int, int]] = []
     for i, (key, value, _) in enumerate(holders):
-        later = next((h for h in holders[i + 1 :] if h[1] != value), None)
+        later = next(
+            (h for h in holders[i + 1 :] if h[1] != value and (key, h[0]) not in dismissed), None
+        )
         if later is not None:
             links.append((key, later[0], later[2]))
     cur.execute(

@@ -377,6 +377,10 @@ class PostgresStore(PostgresFeedback):
         with self._write(profile) as cur:
             lifecycle.supersede(cur, "%s", profile, newer_id, older_ids, to_micros(moment))
 
+    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
+        with self._write(profile) as cur:
+            return lifecycle.dismiss(cur, "%s", profile, older_id, newer_id)
+
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
         wanted = list(dict.fromkeys(keys))
         if not wanted:

@@ -389,6 +389,9 @@ class SQLiteStore(SQLiteFeedback):
         at = to_micros(moment)
         self._write(lambda db: lifecycle.supersede(db, "?", profile, newer_id, older_ids, at))
 
+    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
+        return self._write(lambda db: lifecycle.dismiss(db, "?", profile, older_id, newer_id))
+
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
         found: list[Update] = []
         for chunk in chunks(list(dict.fromkeys(keys)), 400):

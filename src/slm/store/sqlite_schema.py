@@ -163,4 +163,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX feedback_query ON feedback (profile, query_id, memory_id);
     CREATE INDEX feedback_memory ON feedback (profile, memory_id);
     """,
+    """
+    CREATE TABLE fact_dismissed (
+        older INTEGER NOT NULL,
+        newer INTEGER NOT NULL,
+        profile TEXT NOT NULL,
+        PRIMARY KEY (older, newer)
+    );
+    CREATE INDEX fact_dismissed_newer ON fact_dismissed (newer);
+    """,
 )

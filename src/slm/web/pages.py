@@ -309,6 +309,14 @@ def add_pages(app: FastAPI, token: str | None) -> None:
 
     post("/ui/memories/{memory_id}/forget", forget)
 
+    def unlink(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        with page.memory() as memory:
+            record = _record(memory, request.path_params["memory_id"], page.profile)
+            memory.unlink(record.id, fields.get("newer", ""))
+        return _see(page.url(f"/ui/memories/{record.id}"))
+
+    post("/ui/memories/{memory_id}/unlink", unlink)
+
     @get("/ui/add")
     def add_form(request: Request) -> Response:
         page = Page(request)
