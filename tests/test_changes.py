@@ -26,7 +26,9 @@ def _pair(older: str, newer: str, cosine: float = 0.7) -> tuple[float, str] | No
 
 
 def test_a_restated_fact_in_other_words_is_a_change() -> None:
-    judged = _pair("Ravi drives a battered old Toyota pickup.", "Ravi finally sold the pickup.")
+    judged = _pair(
+        "Ravi drives a battered old Toyota pickup.", "Ravi finally sold the pickup for a Kia."
+    )
     assert judged is not None
     score, evidence = judged
     assert score == pytest.approx(0.7 + changes.CUE_BONUS)
@@ -46,13 +48,22 @@ def test_what_is_not_a_change() -> None:
         is None
     )
     # too far apart in meaning
-    assert _pair(older, "Ravi sold the pickup.", cosine=0.4) is None
+    assert _pair(older, "Ravi sold the pickup for a Kia.", cosine=0.4) is None
+    # no word announcing a change, and no new value (a name or a number)
+    assert _pair(older, "Ravi washed the old pickup.") is None
+    # a conversation goes on: a turn like an earlier one, with no word announcing a change
+    vespa = "Ravi: My Vespa gets me to work."
+    assert _pair(vespa, "Ravi: My Brompton gets me to work.") is None
+    assert _pair(vespa, "Ravi: I sold the Vespa and bought a Brompton.") is not None
+    # another speaker's words, and a name used to address someone, are not the subject
+    assert _pair(vespa, "Mia: I sold the Vespa and bought a Brompton.") is None
+    assert "mel" not in (read("Thanks, Mel! I drive a Kia.", None, T1).subject or ())
     # the fact reader names two attributes of one person: not the same fact
     assert _pair("Tara works at Initech.", "Tara lives in Porto now.") is None
     # the old value mentioned again, with nothing announcing a change
     assert _pair("Kenji lives in Osaka.", "Kenji visited Osaka for the holidays.") is None
     # not later
-    assert judge(read(older, None, T0), read("Ravi sold the pickup.", None, T1), 0.9) is None
+    assert judge(read(older, None, T0), read("Ravi sold it for a Kia.", None, T1), 0.9) is None
 
 
 def test_a_chain_links_each_value_to_the_one_before() -> None:

@@ -158,7 +158,7 @@ def test_the_window_is_observed_with_one_row_per_candidate(memory: Memory) -> No
 
 
 def test_settings_and_health_name_the_model(tmp_path: Path) -> None:
-    off = Memory(tmp_path / "off.db", settings=Settings(embedder="fake"))
+    off = Memory(tmp_path / "off.db", settings=Settings(embedder="fake", rerank=False))
     with off:
         assert off.health()["ranking"] == {
             "rerank": False,
@@ -167,7 +167,8 @@ def test_settings_and_health_name_the_model(tmp_path: Path) -> None:
             "origin": None,
             "base_model": None,
         }
-    on = Memory(tmp_path / "on.db", settings=Settings(embedder="fake", rerank=True))
+    assert Settings().rerank and Settings.from_env({"SLM_RERANK": "0"}).rerank is False
+    on = Memory(tmp_path / "on.db", settings=Settings(embedder="fake"))  # on by default
     with on:
         fill(on)
         state = on.health()["ranking"]

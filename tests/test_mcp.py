@@ -283,7 +283,7 @@ def test_feedback_names_the_recall_it_is_about(tmp_path: Path) -> None:
             )
         )
         assert told["useful"] is True and told["query_id"] == found["query_id"]
-        assert told["ranking"]["rerank"] is False
+        assert told["ranking"]["rerank"] is True  # on by default
         unknown = {"memory_id": made["id"], "useful": False, "query_id": "a" * 32}
         assert "no recall with query id" in error_text(await client.call_tool("feedback", unknown))
         bad = {"memory_id": made["id"], "useful": True, "query_id": "nope"}

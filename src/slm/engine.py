@@ -39,6 +39,7 @@ from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, NewMemory
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
+from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path
 from slm.store import Location, Store, open_store
 from slm.store.base import MAX_PASSAGES, FeedbackEvent
@@ -108,6 +109,13 @@ class Memory:
             self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
             self.learning = Learning(self.store, self.profile, self.settings, self.recall_with)
+            self.reader = (
+                None
+                if self.settings.reader is None
+                else Reader(
+                    self.settings.reader, self.settings.reader_top, self.settings.reader_pieces
+                )
+            )
             self.calibration: Calibration | None = None
             if self.settings.calibration is not None:
                 self.use_calibration(self.settings.calibration)
@@ -590,6 +598,7 @@ class Memory:
             hide_superseded=not include_superseded and valid_at is None,
             want_trace=trace,
             reranking=reranking,
+            reader=self.reader,
         )
         for run in runs:
             if run.error is not None:
@@ -611,6 +620,7 @@ class Memory:
             "channels": channels,
             "ranking": self.learning.describe(),
             "calibration": calibration.describe() if calibration else {"status": "uncalibrated"},
+            "reader": self.reader.describe() if self.reader else None,
         }
 
 

@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-VERSION = "0.4.0"
+VERSION = "0.5.0"

@@ -66,6 +66,10 @@ class Settings:
             (``slm bench learning --train-default --out FILE`` writes one).
         learning: with ``rerank``, let a profile's own feedback train its ranker (it takes
             over from the shipped model only after enough feedback and a shadow test).
+        reader: an ONNX cross-encoder of your own (a file, or a folder with ``model.onnx``;
+            its ``tokenizer.json`` beside it) that reads the question with each of the
+            top ``reader_top`` results, cut to ``reader_pieces`` word pieces, and reorders
+            them (``slm.recall.reader``, docs/reading.md); ranking_score and order only.
         calibration: a calibration artefact file (``slm calibrate``; docs/calibration.md).
             When it passed the release gate and was fitted for this release and
             retrieval configuration, recalls of its ``k`` report ``answer_confidence``;
@@ -93,10 +97,13 @@ class Settings:
     role_boost: float = 0.03
     fact_boost: float = 0.03
     update_policy: str = "suggest"
-    rerank: bool = False
+    rerank: bool = True
     rerank_model: str | None = None
     learning: bool = True
     calibration: str | None = None
+    reader: str | None = None
+    reader_top: int = 20
+    reader_pieces: int = 256
 
     def __post_init__(self) -> None:
         if self.embedder not in EMBEDDERS:
@@ -109,6 +116,8 @@ class Settings:
             raise ConfigError("relevance_cos_low must be below relevance_cos_high")
         if min(self.trust_prior) <= 0:
             raise ConfigError("trust_prior parameters must be positive")
+        if not 1 <= self.reader_top <= 200 or not 8 <= self.reader_pieces <= 4096:
+            raise ConfigError("reader_top must be in 1..200 and reader_pieces in 8..4096")
         if self.update_policy not in UPDATE_POLICIES:
             raise ConfigError(
                 f"unknown update policy {self.update_policy!r}; known: {', '.join(UPDATE_POLICIES)}"
@@ -125,7 +134,8 @@ class Settings:
         ``SLM_EMBEDDER`` names the embedder, ``SLM_RRF_K`` is a number,
         ``SLM_LEGACY_ALIASES``, ``SLM_RERANK`` and ``SLM_LEARNING`` are booleans (1/0,
         true/false, yes/no, on/off), ``SLM_RERANK_MODEL`` is a model file,
-        ``SLM_CALIBRATION`` a calibration artefact and
+        ``SLM_CALIBRATION`` a calibration artefact, ``SLM_READER`` a cross-encoder
+        (``SLM_READER_TOP`` and ``SLM_READER_PIECES`` whole numbers) and
         ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``.
         """
         env = os.environ if env is None else env
@@ -149,10 +159,17 @@ class Settings:
             variable = f"SLM_{name.upper()}"
             if variable in env:
                 values[name] = parse_bool(env[variable], variable)
-        for name in ("rerank_model", "calibration"):
+        for name in ("rerank_model", "calibration", "reader"):
             variable = f"SLM_{name.upper()}"
             if env.get(variable, "").strip():
                 values[name] = env[variable].strip()
+        for name in ("reader_top", "reader_pieces"):
+            variable = f"SLM_{name.upper()}"
+            if variable in env:
+                try:
+                    values[name] = int(env[variable])
+                except ValueError:
+                    raise ConfigError(f"{variable} is not a whole number") from None
         if "SLM_UPDATE_POLICY" in env:
             values["update_policy"] = env["SLM_UPDATE_POLICY"].strip().lower()
         values.update(overrides)

@@ -53,6 +53,9 @@ RETRIEVAL_SETTINGS = (
     "speaker_boost",
     "role_boost",
     "fact_boost",
+    "reader",
+    "reader_top",
+    "reader_pieces",
 )
 IGNORED_SETTINGS = {
     "channels": "counted as the channels and their weights",

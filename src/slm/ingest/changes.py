@@ -17,7 +17,11 @@ computes:
 - *what*: both are statements that can give a value: not questions, not the assistant's
   words, not plans or conditionals ("thinking about moving to Berlin"), not documents or
   long messages (over :data:`MAX_CHARS` characters);
-- *when*: the newer one starts later.
+- *when*: the newer one starts later;
+- *said how*: people state their own changes, so the two have the same speaker where
+  both name one; and in a conversation (turns that open with their speaker's name) the
+  newer turn must announce the change: similar turns without such a word are the
+  conversation going on.
 
 Each link carries its evidence as text ("meaning: cosine 0.74, cue 'moved', subject
 user"), shown wherever a probable update is. The score a link needs (:data:`LINK_SCORE`)
@@ -56,9 +60,11 @@ MAX_CHARS = 600
 
 _CUE = re.compile(
     r"\b(?:moved|moving|relocated|relocating|switched|switching|changed|no longer|"
-    r"not any ?more|any ?more|left|leaving|quit|replaced|instead|now|these days|traded|"
+    r"not any ?more|any ?more|left|leaving|quit|replaced|instead|these days|traded|"
     r"upgraded|sold|closed|cancell?ed|dropped|ditched|gave up|giving up|broke up|retired|"
-    r"transferred|took over|taken over|from now on|going forward|as of)\b",
+    r"transferred|took over|taken over|from now on|as of (?:today|now|this)|"
+    r"(?:is|are|am|'s|'re|'m|lives?|works?|drives?|uses?|runs?|goes|go) now|now (?:is|are|"
+    r"lives?|works?|drives?|uses?|runs?|goes|go|at|in|on|with|a|an|the|my|our))\b",
     re.IGNORECASE,
 )
 #: Plans, wishes and conditionals give no value yet.
@@ -68,6 +74,13 @@ _UNSETTLED = re.compile(
     r"propos(?:ed|es|ing)|suggest(?:ed|s|ing)|apply(?:ing)? (?:to|for)|applied (?:to|for)|"
     r"interview(?:ed|ing)? (?:with|at|for)|looking (?:for|at|into))\b",
     re.IGNORECASE,
+)
+#: A name used to address someone ("Hey Mel!", "Thanks, Caroline."): kept out of who a
+#: statement is about.
+_VOCATIVE = re.compile(
+    r"((?:^|[,.!?]\s+|\b(?:[Hh]ey|[Hh]i|[Hh]ello|[Tt]hanks|[Tt]hank you|[Ww]ow|[Yy]es|[Yy]eah|"
+    r"[Yy]ep|[Ss]ure|[Cc]ongrats|[Oo]h|[Oo]k|[Oo]kay|[Gg]reat|[Nn]ice|[Cc]ool|[Dd]ear|[Tt]hing)"
+    r"[,!]?\s+))[A-Z][a-z]+(?=\s*[,!?.]|\s*$)"
 )
 _NUMBER = re.compile(r"\d[\d,.:]*")
 _FIRST = re.compile(r"\b(?:I|I'm|I've|I'd|I'll|[Ww]e|[Ww]e're|[Ww]e've|[Mm]y|[Oo]ur|[Mm]e|[Uu]s)\b")
@@ -98,6 +111,10 @@ class Reading:
     me: str = "user"
     #: whether it opens with a relative ("my sister ...", "Ana's son ...")
     relative: bool = False
+    #: who said it, when its label or source says
+    said_by: str | None = None
+    #: a turn of a conversation (it opens with its speaker's name: "Ana: ...")
+    turn: bool = False
 
 
 def read(content: str, source: str | None, start: int) -> Reading:
@@ -114,11 +131,16 @@ def read(content: str, source: str | None, start: int) -> Reading:
     ):
         return Reading(None, found, None, start)
     me = (speaker or source or "user").strip().casefold()[:80] or "user"
+    body = _VOCATIVE.sub(r"\1", body)  # "Thanks, Mel!" names who is spoken to, not about
+    parts = sentences(body) or parts
     cue = _CUE.search(body)
     subject = _subject(" ".join(parts[:2]), me)
     cue_word = cue.group(0).casefold() if cue else None
     relative = _RELATIVE.match(parts[0]) is not None and len(subject) == 1
-    return Reading(subject, found, cue_word, start, _names(body) - set(subject[:1]), me, relative)
+    names = _names(body) - set(subject[:1])
+    said_by = (speaker or source or "").strip().casefold() or None
+    turn = speaker is not None
+    return Reading(subject, found, cue_word, start, names, me, relative, said_by, turn)
 
 
 def _subject(sentence: str, me: str) -> tuple[str, ...]:
@@ -145,8 +167,14 @@ def _subject(sentence: str, me: str) -> tuple[str, ...]:
 
 
 def _names(text: str) -> frozenset[str]:
-    """The names and numbers a text gives: what a value usually is."""
-    keys = {m.key for m in extract_entities(text) if not m.speaker}
+    """The values a text gives: the names inside its sentences (a capitalised word opening
+    a sentence is as often a verb or a greeting as a name) and its numbers."""
+    keys = {
+        mention.key
+        for sentence in sentences(text)
+        for mention in extract_entities(sentence)
+        if not mention.speaker and sentence.find(mention.surface) > 0
+    }
     return frozenset(keys | set(_NUMBER.findall(text)))
 
 
@@ -182,8 +210,14 @@ def judge(newer: Reading, older: Reading, cosine: float) -> tuple[float, str] | 
         return None  # the same subject, another attribute
     if shared:
         return None  # the fact reader links these, or the value is the same
+    if newer.said_by and older.said_by and newer.said_by != older.said_by:
+        return None  # people state their own changes: another speaker's words do not
+    if newer.turn and not newer.cue:
+        return None  # a turn like an earlier one is the conversation going on
     if not newer.cue and (not newer.names - older.names or newer.names & older.names):
-        return None  # nothing new, or the old value mentioned again: no sign of a change
+        # With no word announcing a change, a change shows as a new value (a name or a
+        # number) that is not the old value mentioned again.
+        return None
     score = cosine + (CUE_BONUS if newer.cue else 0.0)
     if score < LINK_SCORE:
         return None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from slm.channels import ALL_CHANNELS, Context, Hit
+from slm.learn.reading import answer_type, carries, focus, focus_terms
 from slm.models import MemoryRecord
 
 if TYPE_CHECKING:  # slm.recall imports this module
@@ -49,6 +50,9 @@ FEATURES: tuple[str, ...] = (
     "similar_relevance",  # best relevance_score among its semantic neighbours
     "marked_useful",  # log(1 + feedback calling it useful, for other recalls)
     "marked_not_useful",  # log(1 + feedback calling it not useful, for other recalls)
+    "answer_type",  # holds the kind of value the question asks for (0/1, slm.learn.reading)
+    "focus",  # share of the question's terms other than names that it contains
+    "channels",  # share of the channels that found it
 )
 
 
@@ -103,6 +107,10 @@ def candidates(
     groups = [frozenset(e for e, _ in m) for m in context.query.entity_ids.values()]
     mentioned = context.graph.mentions(keys) if groups else {}
     edges = context.graph.edges(keys)
+    kind = answer_type(context.query.text)
+    wanted = focus_terms(context.query.terms, context.query.entities)
+    held = context.lexicon.matched(keys) if wanted else {}
+    found_by = np.count_nonzero(rows[:, :base], axis=1) / max(base, 1)
     for row, key in enumerate(keys):
         e, record = evidence[key], records[key]
         content = record.content
@@ -123,6 +131,9 @@ def candidates(
             *_entities(groups, mentioned.get(key, ())),
             *_neighbours(edges.get(key, ()), evidence),
             *_marks(marks.get(record.id, (0, 0))),
+            1.0 if carries(kind, content) else 0.0,
+            focus(wanted, held.get(key, set())),
+            found_by[row],
         )
     return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows)
 

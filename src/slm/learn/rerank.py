@@ -7,7 +7,7 @@ evidence floor and abstention are decided before and do not look at the model.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,15 +33,15 @@ class Reranking:
 
 
 def reorder(
-    ranking: Mapping[int, float], window: Candidates, scores: np.ndarray
+    ranking: Mapping[int, float], keys: Sequence[int], scores: np.ndarray
 ) -> dict[int, float]:
-    """``ranking`` with the window's keys scored by ``scores`` (ties: the earlier key)::
+    """``ranking`` with ``keys`` (a window at its top, best first) scored by ``scores``
+    (ties: the earlier key)::
 
         ranking_score(d) = top_outside + 1e-6 + (score(d) - min score) * (1 + 1e-9 * ...)
 
     so the window keeps its place above the rest, ordered by the model."""
     out = dict(ranking)
-    keys = window.keys
     if not keys:
         return out
     inside = set(keys)

@@ -28,6 +28,7 @@ from slm.learn.rerank import Reranking
 from slm.native import single_threaded
 from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
+from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun, run_channels, run_standalone
 from slm.recall.versions import moment_asked
 from slm.settings import Settings
@@ -51,6 +52,7 @@ def recall(
     hide_superseded: bool,
     want_trace: bool,
     reranking: Reranking | None = None,
+    reader: Reader | None = None,
 ) -> tuple[RecallResponse, list[ChannelRun]]:
     """One recall of validated arguments, and the run of each channel. ``embed`` starts
         embedding a text in another thread (onnxruntime releases the GIL), so that this one
@@ -82,6 +84,7 @@ def recall(
             want_trace=want_trace,
             started=started,
             reranking=reranking,
+            reader=reader,
         )
     return response, runs
 

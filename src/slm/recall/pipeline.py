@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from slm.channels import Channel, Context, Hit, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
@@ -14,6 +15,7 @@ from slm.models import MemoryRecord
 from slm.recall import feedback, fusion, versions
 from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
 from slm.recall.evidence import admitted, weigh_evidence
+from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun
 from slm.recall.signals import recall_signals
 from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
@@ -31,6 +33,7 @@ def rank(
     want_trace: bool,
     started: float,
     reranking: Reranking | None = None,
+    reader: Reader | None = None,
 ) -> RecallResponse:
     """The response of a recall whose channels ran (``runs``): fuse their rankings, weigh
     the evidence, apply the floor, boost, rerank (with ``reranking``), hydrate the top
@@ -81,8 +84,16 @@ def rank(
         if reranking.ranker is not None:
             shift = reranking.ranker.shift(seen.matrix)
             if reranking.ranker.applies(seen.matrix):
-                ranking = reorder(ranking, seen, reranking.ranker.score(seen.matrix))
+                ranking = reorder(ranking, seen.keys, reranking.ranker.score(seen.matrix))
                 reranked = len(keys)
+    read: dict[str, Any] | None = None
+    if reader is not None and ranking:
+        keys = [key for key in fusion.order(ranking) if key not in query.hidden][: reader.top]
+        records.update(store.get_by_keys(query.profile, [k for k in keys if k not in records]))
+        keys = [key for key in keys if key in records]
+        scores, ms = reader.read(query.text, [records[key].content for key in keys])
+        ranking = reorder(ranking, keys, scores)
+        read = {**reader.describe(), "read": len(keys), "ms": round(ms, 3)}
     leading_now = fusion.order(ranking)[: feedback.LEADING]
     records.update(store.get_by_keys(query.profile, [k for k in leading_now if k not in records]))
     asked = store.feedback_asked(
@@ -135,6 +146,7 @@ def rank(
                 if reranking and reranking.ranker
                 else None,
             },
+            "reader": read,
             "feedback": {
                 memory.id: round(shift, 6)
                 for key, shift in taught.items()
