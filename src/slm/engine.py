@@ -32,6 +32,7 @@ from slm.ingest import (
     with_derived,
 )
 from slm.ingest.changes import probable
+from slm.ingest.facts import facts
 from slm.ingest.standing import standing_statements
 from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
 from slm.learn.adapt import Learning, feedback_event
@@ -285,11 +286,12 @@ class Memory:
         standing = self._standing([c.content for c in fresh], [c.source for c in fresh])
         nearest = nearest_stored(self.store, self.profile, embedded)
         links = semantic_links(embedded, nearest)
-        found = probable(self.store, self.profile, fresh, embedded, nearest)
+        stated = [facts(c.content, c.source) for c in fresh]
+        found = probable(self.store, self.profile, fresh, embedded, nearest, stated)
         new_items = [
-            with_derived(c, p, stored, batch, statements, ch)
-            for c, p, (stored, batch), statements, ch in zip(
-                fresh, passages, links, standing, found, strict=True
+            with_derived(c, p, stored, batch, statements, ch, said)
+            for c, p, (stored, batch), statements, ch, said in zip(
+                fresh, passages, links, standing, found, stated, strict=True
             )
         ]
         ids = dict(known)

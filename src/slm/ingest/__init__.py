@@ -17,7 +17,7 @@ import numpy as np
 from slm.embed import Matrix
 from slm.ingest.changes import CANDIDATES
 from slm.ingest.entities import extract_entities
-from slm.ingest.facts import facts
+from slm.ingest.facts import Fact, facts
 from slm.ingest.timeexpr import referenced_spans
 from slm.models import NewMemory, to_micros
 from slm.store import Store
@@ -126,10 +126,13 @@ def with_derived(
     batch_links: tuple[tuple[int, float], ...],
     standing: tuple[tuple[str, str, bytes], ...],
     changes: tuple[tuple[int, bool, str, bool], ...] = (),
+    stated: Sequence[Fact] | None = None,
 ) -> NewMemory:
     """``item`` with everything derived from its text: terms, its vectors (``passages``,
-    the first its own), entities, dates, session, facts, and the links, standing
-    statements and changes found for it."""
+    the first its own), entities, dates, session, facts (``stated``, when already read),
+    and the links, standing statements and changes found for it."""
+    if stated is None:
+        stated = facts(item.content, item.source)
     derived = derive(item.content, item.event_time, item.metadata)
     return replace(
         item,
@@ -142,6 +145,6 @@ def with_derived(
         spans=derived.spans,
         links=links,
         batch_links=batch_links,
-        facts=tuple((f.slot, f.value) for f in facts(item.content, item.source)),
+        facts=tuple((f.slot, f.value) for f in stated),
         changes=changes,
     )

@@ -117,9 +117,11 @@ class Reading:
     turn: bool = False
 
 
-def read(content: str, source: str | None, start: int) -> Reading:
-    """Read one memory for change detection."""
-    found = tuple(facts(content, source))
+def read(
+    content: str, source: str | None, start: int, stated: Sequence[Fact] | None = None
+) -> Reading:
+    """Read one memory for change detection (``stated``: its facts, when already read)."""
+    found = tuple(facts(content, source) if stated is None else stated)
     speaker, body = label(content)
     parts = sentences(body)
     if (
@@ -203,13 +205,10 @@ def judge(newer: Reading, older: Reading, cosine: float) -> tuple[float, str] | 
     subject = same_subject(newer, older)
     if subject is None or older.start >= newer.start:
         return None
-    new_slots = {f.slot: f.value for f in newer.facts}
-    old_slots = {f.slot: f.value for f in older.facts}
-    shared = new_slots.keys() & old_slots.keys()
-    if new_slots and old_slots and not shared:
-        return None  # the same subject, another attribute
-    if shared:
-        return None  # the fact reader links these, or the value is the same
+    if newer.facts and older.facts:
+        # The fact reader names both: another attribute, or the same one (which it links
+        # itself, or which keeps its value).
+        return None
     if newer.said_by and older.said_by and newer.said_by != older.said_by:
         return None  # people state their own changes: another speaker's words do not
     if newer.turn and not newer.cue:
@@ -249,10 +248,12 @@ def probable(
     items: Sequence[NewMemory],
     vectors: Matrix,
     nearest: Sequence[Sequence[tuple[int, float]]],
+    stated: Sequence[Sequence[Fact]],
 ) -> list[tuple[tuple[int, bool, str, bool], ...]]:
     """The probable changes of each new memory (:func:`find`), read against its nearest
-    stored memories and the rest of its batch, as ``NewMemory.changes`` holds them. A
-    memory that names what it supersedes is left as its caller said."""
+    stored memories and the rest of its batch, as ``NewMemory.changes`` holds them
+    (``stated``: each item's facts). A memory that names what it supersedes is left as its
+    caller said."""
     # Only pairs close enough to pass with a cue are read: most writes read nothing.
     reach = LINK_SCORE - CUE_BONUS
     near = [[(key, cos) for key, cos in found if cos >= reach] for found in nearest]
@@ -260,8 +261,10 @@ def probable(
     named = {j for found in within for j, _ in found}
     ask = [bool(n or w) or i in named for i, (n, w) in enumerate(zip(near, within, strict=True))]
     readings = [
-        read(i.content, i.source, to_micros(i.valid_from or i.event_time)) if wanted else _UNREAD
-        for i, wanted in zip(items, ask, strict=True)
+        read(i.content, i.source, to_micros(i.valid_from or i.event_time), found)
+        if wanted
+        else _UNREAD
+        for i, found, wanted in zip(items, stated, ask, strict=True)
     ]
     records = store.get_by_keys(profile, {key for found in near for key, _ in found})
     stored = {k: read(r.content, r.source, to_micros(r.starts)) for k, r in records.items()}

@@ -4,7 +4,7 @@ hydrate, and build the score-contract response (with its trace on demand)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from slm.channels import Channel, Context, Hit, weight
@@ -72,7 +72,7 @@ def rank(
     reranked, shift = 0, None
     if reranking is not None and ranking:
         keys = window(ranking, fusion.order(ranking), query.hidden)
-        records.update(store.get_by_keys(query.profile, [k for k in keys if k not in records]))
+        _hydrate(store, query.profile, records, keys)
         keys = [key for key in keys if key in records]
         shown = [records[key].id for key in keys]
         marks = store.feedback_marks(query.profile, shown, reranking.marks_before)
@@ -89,26 +89,26 @@ def rank(
     read: dict[str, Any] | None = None
     if reader is not None and ranking:
         keys = [key for key in fusion.order(ranking) if key not in query.hidden][: reader.top]
-        records.update(store.get_by_keys(query.profile, [k for k in keys if k not in records]))
+        _hydrate(store, query.profile, records, keys)
         keys = [key for key in keys if key in records]
         scores, ms = reader.read(query.text, [records[key].content for key in keys])
         ranking = reorder(ranking, keys, scores)
         read = {**reader.describe(), "read": len(keys), "ms": round(ms, 3)}
     leading_now = fusion.order(ranking)[: feedback.LEADING]
-    records.update(store.get_by_keys(query.profile, [k for k in leading_now if k not in records]))
+    _hydrate(store, query.profile, records, leading_now)
     asked = store.feedback_asked(
         query.profile, [records[k].id for k in leading_now if k in records]
     )
     taught = feedback.apply(ranking, records, feedback.nets(query.text, asked), leading_now)
     if moment is not None and updates:
         grouped = {k for u in updates for k in (u.older, u.newer) if k in ranking}
-        records.update(store.get_by_keys(query.profile, grouped - records.keys()))
+        _hydrate(store, query.profile, records, grouped)
         versions.current_first(ranking, updates, records, moment)
     for key in query.hidden & ranking.keys():
         del ranking[key]
     # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
     top = fusion.order(ranking)[: k + 8]
-    records.update(store.get_by_keys(query.profile, [key for key in top if key not in records]))
+    _hydrate(store, query.profile, records, top)
     ordered = [key for key in top if key in records][:k]
     if query.versioned:
         covered = {u.older for u in updates}
@@ -174,6 +174,15 @@ def rank(
         signals=recall_signals(query, evidence, passed, rankings, ordered, k),
     )
     return response
+
+
+def _hydrate(
+    store: Store, profile: str, records: dict[int, MemoryRecord], keys: Iterable[int]
+) -> None:
+    """Read into ``records`` those of ``keys`` it does not hold yet."""
+    missing = [key for key in keys if key not in records]
+    if missing:
+        records.update(store.get_by_keys(profile, missing))
 
 
 def _by_role(
