@@ -84,8 +84,10 @@ def test_another_sites_page_cannot_load_a_page(site: tuple[str, list[str]]) -> N
     behind = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}
     refused = httpx.get(url + "/?q=Lisbon", headers=behind)
     assert refused.status_code == 403 and refused.headers["content-type"].startswith("text/html")
+    # Following a link from elsewhere does nothing either, but offers the address.
     followed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
-    assert httpx.get(url + "/?q=Lisbon", headers=followed).status_code == 200
+    page = httpx.get(url + "/?q=Lisbon", headers=followed)
+    assert page.status_code == 403 and 'href="/?q=Lisbon"' in page.text
 
 
 def test_an_unknown_memory_or_page_is_a_not_found_page(site: tuple[str, list[str]]) -> None:
@@ -126,7 +128,7 @@ def test_a_token_protected_server_asks_for_the_token(locked: str) -> None:
         assert signed.status_code == 303 and signed.headers["location"] == "/?q=Lisbon"
         cookie = signed.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
-        assert TOKEN.lower() not in cookie  # a value derived from the token, not the token
+        assert TOKEN.lower() not in cookie  # a random session id, not the token
         port = locked.rsplit(":", 1)[1]
         assert cookie.startswith(f"slm_session_{port}=")
         page = client.get("/?q=Lisbon")
@@ -205,6 +207,37 @@ def test_search_shows_results_and_a_results_trace(page: Any, site: tuple[str, li
     assert page.get_by_label("Question").input_value() == "Where did Maya move?"
     page.set_viewport_size({"width": 390, "height": 844})
     shot(page, "search-phone")
+
+
+def test_the_api_reference_renders_and_tries_a_request_offline(
+    page: Any, site: tuple[str, list[str]]
+) -> None:
+    url, _ = site
+    asked: list[str] = []
+    refused: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.on(
+        "console",
+        lambda message: (
+            refused.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
+    page.goto(url + "/docs")
+    page.get_by_text("POST/v1/recall").first.wait_for(timeout=20_000)
+    listed = page.locator(".opblock-summary-path").all_inner_texts()
+    assert {"/v1/recall", "/v1/memories", "/v1/health"} <= {p.strip() for p in listed}
+    assert "Unable to render" not in page.inner_text("body")
+    shot(page, "docs")
+    # Try a request the way a person would: open the health route, try it, execute.
+    page.locator("#operations-default-health_v1_health_get").click()
+    page.get_by_role("button", name="Try it out").click()
+    page.get_by_role("button", name="Execute").click()
+    answer = page.locator(".live-responses-table tbody .response-col_status")
+    answer.first.wait_for(timeout=20_000)
+    assert "200" in answer.first.inner_text()
+    assert '"memories"' in page.locator(".live-responses-table tbody").first.inner_text()
+    assert all(address.startswith(url) for address in asked), asked
+    assert refused == []
 
 
 def test_adding_a_memory_and_finding_it(page: Any, site: tuple[str, list[str]]) -> None:
@@ -347,19 +380,20 @@ def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]
     new = httpx.patch(
         f"{url}/v1/memories/{old['id']}", headers=headers, json={"content": "Ana has a cat"}
     ).json()
-    page = httpx.get(f"{url}/ui/memories/{old['id']}?profile=links")
-    assert "Not a replacement" in page.text
-    csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
-    assert csrf is not None
-    done = httpx.post(
-        f"{url}/ui/memories/{old['id']}/unlink?profile=links",
-        data={"csrf": csrf.group(1), "newer": new["id"]},
-    )
-    assert done.status_code == 303
-    held = httpx.get(f"{url}/v1/memories/{old['id']}", headers=headers).json()
-    assert held["superseded_by"] is None and held["valid_to"] is None
-    again = httpx.post(
-        f"{url}/ui/memories/{old['id']}/unlink?profile=links",
-        data={"csrf": csrf.group(1), "newer": new["id"]},
-    )
-    assert again.status_code == 400 and "no link to undo" in again.text
+    with httpx.Client(base_url=url) as browser:  # keeps the page's session cookie
+        page = browser.get(f"/ui/memories/{old['id']}?profile=links")
+        assert "Not a replacement" in page.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert csrf is not None
+        done = browser.post(
+            f"/ui/memories/{old['id']}/unlink?profile=links",
+            data={"csrf": csrf.group(1), "newer": new["id"]},
+        )
+        assert done.status_code == 303
+        held = httpx.get(f"{url}/v1/memories/{old['id']}", headers=headers).json()
+        assert held["superseded_by"] is None and held["valid_to"] is None
+        again = browser.post(
+            f"/ui/memories/{old['id']}/unlink?profile=links",
+            data={"csrf": csrf.group(1), "newer": new["id"]},
+        )
+        assert again.status_code == 400 and "no link to undo" in again.text

@@ -14,7 +14,6 @@ only answers requests addressed to one, so a web page cannot reach it by DNS reb
 from __future__ import annotations
 
 import contextlib
-import hmac
 import ipaddress
 import logging
 import threading
@@ -37,14 +36,11 @@ try:
     from fastapi import Depends, FastAPI, Header, Query, Request
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
-    from fastapi.openapi.docs import get_swagger_ui_html
-    from fastapi.responses import HTMLResponse, JSONResponse, Response
+    from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException
-    from starlette.requests import cookie_parser
-    from starlette.staticfiles import StaticFiles
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
-    from swagger_ui_bundle import swagger_ui_path
+    from starlette.types import ASGIApp
 
+    from slm.http_guard import Guard, error_response, is_page
     from slm.http_models import (
         FeedbackIn,
         Forgotten,
@@ -57,21 +53,15 @@ try:
         UpdateIn,
         ok,
     )
-    from slm.web.pages import (
-        MAX_FORM_BYTES,
-        add_pages,
-        cookie_name,
-        error_page,
-        login_page,
-        session_value,
-    )
+    from slm.web.docs import add_docs
+    from slm.web.pages import add_pages, error_page
+    from slm.web.sessions import MIN_TOKEN_CHARS, Attempts, Sessions
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
 log = logging.getLogger("slm.http")
 
 MAX_BODY_BYTES = 1024 * 1024
-_LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 _PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"
 _MEMORY_ID = "^[0-9a-f]{16}$"
 
@@ -202,11 +192,19 @@ def create_app(
     )
     app.state.profiles = profiles
     app.state.default_profile = validate.profile(default_profile)
+    sessions, attempts = Sessions(), Attempts()
     _add_routes(app)
-    _add_docs(app)
-    add_pages(app, token)
+    add_docs(app)
+    add_pages(app, token, sessions, attempts)
     _add_error_handlers(app)
-    return Guard(app, token=token, loopback_only=loopback_only, max_body_bytes=max_body_bytes)
+    return Guard(
+        app,
+        token=token,
+        loopback_only=loopback_only,
+        max_body_bytes=max_body_bytes,
+        sessions=sessions,
+        attempts=attempts,
+    )
 
 
 def _add_routes(app: FastAPI) -> None:
@@ -305,30 +303,7 @@ def _add_routes(app: FastAPI) -> None:
         return JSONResponse(memory.health())
 
 
-def _add_docs(app: FastAPI) -> None:
-    """Interactive API documentation at ``/docs``, from the OpenAPI document, with Swagger
-    UI's files served from the ``swagger-ui-bundle`` package (nothing loaded from the web)."""
-    app.mount("/docs/assets", StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
-
-    @app.get("/docs", include_in_schema=False)
-    def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url="/openapi.json",
-            title="slm API",
-            swagger_js_url="/docs/assets/swagger-ui-bundle.js",
-            swagger_css_url="/docs/assets/swagger-ui.css",
-            swagger_favicon_url="/docs/assets/favicon-32x32.png",
-        )
-
-
 # -- errors ----------------------------------------------------------------------------------
-
-
-def error_response(
-    status: int, kind: str, message: str, field: str | None = None, **headers: str
-) -> JSONResponse:
-    body = {"error": {"type": kind, "message": message, "field": field}}
-    return JSONResponse(body, status_code=status, headers=headers or None)
 
 
 _HTTP_KINDS = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
@@ -380,7 +355,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
         status = exc.status_code
-        if _is_page(request.url.path):
+        if is_page(request.url.path):
             return error_page(request, status, str(exc.detail))
         kind = _HTTP_KINDS.get(status, "http_error")
         # FastAPI raises a bare 400 only when it cannot parse the body at all.
@@ -390,7 +365,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     async def crash(request: Request, exc: Exception) -> Response:
         log.exception("internal error", exc_info=exc)
         message = f"internal error: {type(exc).__name__}"
-        if _is_page(request.url.path):
+        if is_page(request.url.path):
             return error_page(request, 500, message)
         return error_response(500, "internal_error", message)
 
@@ -398,164 +373,6 @@ def _add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(SlmError, library_error)
     app.add_exception_handler(HTTPException, http_error)
     app.add_exception_handler(Exception, crash)
-
-
-# -- transport guard: host, token, body size -----------------------------------------------
-
-
-class Guard:
-    """ASGI middleware applied before routing: checks the Host, the token and the body size.
-
-    The body is read here (at most ``max_body_bytes``) so an oversized request is refused with
-    413 before any parsing, whether or not it announced its length.
-    """
-
-    def __init__(
-        self, app: ASGIApp, *, token: str | None, loopback_only: bool, max_body_bytes: int
-    ) -> None:
-        self.app = app
-        self.token = token.encode("utf-8") if token else None
-        self.loopback_only = loopback_only
-        self.max_body_bytes = max_body_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
-        refusal = self._refusal(scope, headers)
-        page = _is_page(scope["path"])
-        limit = max(self.max_body_bytes, MAX_FORM_BYTES) if page else self.max_body_bytes
-        if refusal is None:
-            body = await _read_body(receive, limit)
-            if body is None:
-                refusal = _refused(page, 413, "too_large", f"request body over {limit} bytes")
-            elif (
-                body
-                and not _is_json(headers.get("content-type", b""))
-                and not (page and _is_form(headers.get("content-type", b"")))
-            ):
-                # Also what keeps a web page's form post (text/plain) from being read as JSON.
-                refusal = _refused(
-                    page,
-                    415,
-                    "unsupported_media_type",
-                    "the body must be JSON: send Content-Type: application/json",
-                    "body",
-                )
-        if refusal is not None:
-            await refusal(scope, receive, send)
-            return
-        await self.app(scope, _replay(body or b"", receive), send)
-
-    def _refusal(self, scope: Scope, headers: dict[str, bytes]) -> Response | None:
-        if self.loopback_only and _host_name(headers.get("host", b"")) not in _LOOPBACK_NAMES:
-            return error_response(400, "invalid_host", "this server only answers loopback names")
-        path = scope["path"]
-        if _is_page(path) and _from_another_site(headers):
-            # A page loads nothing from another site's pages (a search writes to the recall
-            # log and costs an embedding); following a link to it is still fine.
-            return error_page(None, 403, "this page cannot be loaded from another site")
-        if self.token is not None and path != "/openapi.json" and not _is_open_page(path):
-            given = headers.get("authorization", b"")
-            scheme, _, value = given.partition(b" ")
-            bearer = scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), self.token)
-            if not bearer and _is_page(path):
-                port = scope.get("server", (None, None))[1]
-                session = _cookie(headers, cookie_name(port))
-                if not hmac.compare_digest(session, session_value(self.token)):
-                    query = scope.get("query_string", b"").decode("latin-1")
-                    return login_page(None, target=path + (f"?{query}" if query else ""))
-            elif not bearer:
-                return error_response(
-                    401,
-                    "unauthorized",
-                    "send Authorization: Bearer <SLM_API_TOKEN>",
-                    **{"WWW-Authenticate": "Bearer"},
-                )
-        length = headers.get("content-length", b"0")
-        limit = max(self.max_body_bytes, MAX_FORM_BYTES) if _is_page(path) else self.max_body_bytes
-        if length.isdigit() and int(length) > limit:
-            return _refused(_is_page(path), 413, "too_large", f"request body over {limit} bytes")
-        return None
-
-
-def _refused(
-    page: bool, status: int, kind: str, message: str, field: str | None = None
-) -> Response:
-    """A refusal as the asker reads it: a page for the web page, JSON for the API."""
-    return (
-        error_page(None, status, message) if page else error_response(status, kind, message, field)
-    )
-
-
-def _from_another_site(headers: dict[str, bytes]) -> bool:
-    """Fetched by another site's page, not navigated to (Fetch Metadata headers)."""
-    site = headers.get("sec-fetch-site", b"").lower()
-    mode = headers.get("sec-fetch-mode", b"").lower()
-    return site == b"cross-site" and mode != b"navigate"
-
-
-async def _read_body(receive: Receive, limit: int) -> bytes | None:
-    """The whole request body, or ``None`` as soon as it passes ``limit`` bytes."""
-    body = b""
-    while True:
-        message = await receive()
-        body += bytes(message.get("body", b""))
-        if len(body) > limit:
-            return None
-        if message["type"] != "http.request" or not message.get("more_body", False):
-            return body
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if sent:
-            return await receive()
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return replay
-
-
-def _is_json(content_type: bytes) -> bool:
-    """``application/json`` or a ``+json`` type, with any parameters."""
-    kind = content_type.decode("latin-1").partition(";")[0].strip().lower()
-    return kind == "application/json" or (
-        kind.startswith("application/") and kind.endswith("+json")
-    )
-
-
-def _is_page(path: str) -> bool:
-    """The web page's addresses (slm.web): ``/`` and ``/ui/...``."""
-    return path == "/" or path == "/ui" or path.startswith("/ui/")
-
-
-def _is_open_page(path: str) -> bool:
-    """Pages anyone may load: the sign-in form and the stylesheet."""
-    return path == "/ui/login" or path.startswith("/ui/static/")
-
-
-def _is_form(content_type: bytes) -> bool:
-    kind = content_type.decode("latin-1").partition(";")[0].strip().lower()
-    return kind == "application/x-www-form-urlencoded"
-
-
-def _cookie(headers: dict[str, bytes], name: str) -> bytes:
-    """The value of cookie ``name`` in the request (empty when absent); other cookies on
-    the host, however malformed, do not hide it."""
-    value = cookie_parser(headers.get("cookie", b"").decode("latin-1")).get(name, "")
-    return value.encode("utf-8", "replace")
-
-
-def _host_name(value: bytes) -> str:
-    host = value.decode("latin-1").strip().lower()
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -588,6 +405,12 @@ def serve(
         raise ConfigError(
             f"refusing to serve on {host} without a token: set SLM_API_TOKEN "
             "(clients then send 'Authorization: Bearer <token>') or bind 127.0.0.1"
+        )
+    if not is_loopback(host) and token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise ConfigError(
+            f"refusing to serve on {host} with a token of {len(token)} characters: "
+            f"use at least {MIN_TOKEN_CHARS} (python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))' makes one)"
         )
     app = create_app(
         location,

@@ -2,17 +2,16 @@
 server from the library's answers (docs/web.md). No script runs in the browser; every
 action is a link or a form, so the page works from the keyboard and with any browser.
 
-The forms that change memory carry a token only the server's own pages know (``csrf``), so
-another web site cannot submit them in the user's name. Behind ``SLM_API_TOKEN`` the page
-asks for the token once and keeps it in a cookie only this site is sent
-(:class:`slm.http.Guard` checks it).
+Each browser has a session (:mod:`slm.web.sessions`); the forms that change memory carry
+that session's own form token (``csrf``), so another web site cannot submit them in the
+user's name. Behind ``SLM_API_TOKEN`` the page asks for the token once; signing in starts a
+new session, signing out ends it (:class:`slm.http_guard.Guard` checks it on every request).
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import secrets
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,15 +29,13 @@ from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound, SlmError, outcome
 from slm.related import related
 from slm.web import views
+from slm.web.sessions import Attempts, Session, Sessions, client_of, set_cookie_header
 
 HERE = Path(__file__).parent
 TEMPLATES = Environment(
     loader=FileSystemLoader(HERE / "templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
 )
-#: What the sign-in cookie holds: a value derived from the API token, never the token itself
-#: (cookies are not kept apart by port, so another local service may see it).
-SESSION = b"slm-web-session"
 #: No script runs on these pages, and nothing but this server's own files loads in them.
 HEADERS = {
     "Cache-Control": "no-store",
@@ -54,13 +51,12 @@ HEADERS = {
 MAX_FORM_BYTES = 5 * 1024 * 1024
 
 
-def cookie_name(port: int | None) -> str:
-    """The sign-in cookie's name: one per port, so two servers on a host keep apart."""
-    return f"slm_session_{port or 0}"
-
-
-def session_value(token: bytes) -> bytes:
-    return hmac.new(token, SESSION, hashlib.sha256).hexdigest().encode("ascii")
+def session_of(request: Request | None) -> Session | None:
+    """The browser session the guard found or started for this request."""
+    if request is None:
+        return None
+    session = request.scope.get("state", {}).get("session")
+    return session if isinstance(session, Session) else None
 
 
 def render(
@@ -78,7 +74,7 @@ def render(
     html = TEMPLATES.get_template(template).render(
         profile=profile,
         profiles=values.pop("profiles", [profile]),
-        csrf=state.csrf if state else "",
+        csrf=session.csrf if (session := session_of(request)) else "",
         locked=bool(state and state.token),
         url=url,
         when=views.when,
@@ -100,9 +96,17 @@ def login_page(
     )  # fmt: skip
 
 
+def elsewhere_page(target: str) -> Response:
+    """What a visit another site led to gets: nothing done, and the same address to open from
+    here (a search from a link would otherwise run and be logged in the user's name)."""
+    return render(
+        None, "elsewhere.html", 403, title="Opened from another site", target=_local(target)
+    )
+
+
 def error_page(request: Request | None, status: int, message: str) -> Response:
     """A page that says what went wrong, keeping the profile the request chose."""
-    title = "Not found" if status == 404 else "Cannot do that"
+    title = {404: "Not found", 429: "Too many tries"}.get(status, "Cannot do that")
     profile = None
     if request is not None:
         chosen = request.query_params.get("profile")
@@ -164,17 +168,17 @@ async def posted(request: Request) -> dict[str, str]:
 
 
 async def form(request: Request) -> dict[str, str]:
-    """The posted form's fields, refused without the page's own form token."""
+    """The posted form's fields, refused without the form token of the browser's session."""
     fields = await posted(request)
     given = fields.get("csrf", "").encode("utf-8")
-    if not hmac.compare_digest(given, request.app.state.csrf.encode("ascii")):
+    session = session_of(request)
+    if session is None or not hmac.compare_digest(given, session.csrf.encode("ascii")):
         raise InvalidInput("this form did not come from this server's page: reload the page")
     return fields
 
 
-def add_pages(app: FastAPI, token: str | None) -> None:
+def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Attempts) -> None:
     """Serve the page's routes, its stylesheet and its error pages on ``app``."""
-    app.state.csrf = secrets.token_urlsafe(32)
     app.state.token = token
     app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
 
@@ -363,24 +367,32 @@ def add_pages(app: FastAPI, token: str | None) -> None:
         except InvalidInput as exc:
             return error_page(request, 400, str(exc))
         target = _local(fields.get("next", "/"))
+        client = client_of(request.scope)
+        wait = attempts.wait(client)
+        if wait > 0:
+            seconds = max(1, math.ceil(wait))
+            message = f"Too many wrong tokens from this address: try again in {seconds} s."
+            refused = login_page(request, message, 429, target)
+            refused.headers["Retry-After"] = str(seconds)
+            return refused
         given = fields.get("token", "").encode("utf-8")
         if not token or not hmac.compare_digest(given, token.encode("utf-8")):
+            attempts.failed(client)
             return login_page(request, "That is not this server's token.", 401, target)
+        old = session_of(request)
+        if old is not None:
+            sessions.end(old.id)  # a session id known before sign-in opens nothing after it
         response = _see(target)
-        response.set_cookie(
-            cookie_name(request.url.port),
-            session_value(token.encode("utf-8")).decode("ascii"),
-            max_age=7 * 24 * 3600,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path="/",
-        )
+        cookie = set_cookie_header(request.scope, sessions.start(signed_in=True))
+        response.headers.append("set-cookie", cookie)
         return response
 
     def sign_out(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        session = session_of(request)
+        if session is not None:
+            sessions.end(session.id)
         response = _see("/ui/login")
-        response.delete_cookie(cookie_name(request.url.port), path="/")
+        response.headers.append("set-cookie", set_cookie_header(request.scope, None))
         return response
 
     post("/ui/logout", sign_out)
