@@ -319,17 +319,18 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
 @click.pass_obj
 def export(obj: Context, file: Path, as_json: bool) -> None:
     """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
+    from slm.files import replacing
     from slm.transfer import export_jsonl
 
     with obj.memory(create=False) as memory:
         if str(file) == "-":
             count = export_jsonl(memory, sys.stdout)
             return
-        tmp = file.with_name(file.name + ".partial")
         try:
-            with open(tmp, "w", encoding="utf-8") as handle:
-                count = export_jsonl(memory, handle)
-            tmp.replace(file)
+            with replacing(file) as tmp:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    count = export_jsonl(memory, handle)
+                tmp.replace(file)
         except OSError as exc:
             raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
     if as_json:

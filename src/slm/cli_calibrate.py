@@ -26,6 +26,7 @@ from slm.cli_base import Context, json_option, quiet_option
 from slm.embed import Embedder, make_embedder
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput, NotFound
+from slm.files import write_private
 from slm.settings import Settings
 from slm.store import Location
 
@@ -287,7 +288,7 @@ def _fit(
             click.echo("no artefact written: give --out FILE to write one")
         return
     out = Path(fit["out"])
-    out.write_text(json.dumps(outcome.artefact, indent=2, sort_keys=True) + "\n", "utf-8")
+    write_private(out, json.dumps(outcome.artefact, indent=2, sort_keys=True) + "\n")
     if not fit["as_json"]:
         click.echo(f"wrote {out} ({outcome.artefact['calibration_id']})")
 
@@ -336,7 +337,7 @@ def _figures(figures: dict[str, Any]) -> str:
 
 def _write_report(report: dict[str, Any], path: str | None) -> None:
     if path:
-        Path(path).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_private(Path(path), json.dumps(report, indent=2) + "\n")
 
 
 def _plots(series: Any, directory: str, name: str, max_risk: float | None) -> None:

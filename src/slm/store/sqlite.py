@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from slm.errors import StoreError
+from slm.files import private_directory, private_file
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import lifecycle, sql
 from slm.store import sqlite_graph as graph
@@ -81,7 +82,8 @@ class SQLiteStore(SQLiteFeedback):
         self.location = str(self.path)
         self.dim = dim
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_directory(self.path.parent)
+            private_file(self.path)
             self._conn = Connection(self.path)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slm.errors import StoreError
+from slm.files import replacing
 
 T = TypeVar("T")
 
@@ -171,11 +172,18 @@ class Connection:
 
         The copy is one read transaction, a snapshot of the last commit, so it is consistent
         while other processes go on writing (WAL readers do not block writers). It is written
-        to ``target.partial``, switched to a self-contained rollback journal, checked with
+        to a new private file beside it, switched to a self-contained rollback journal, checked with
         ``PRAGMA integrity_check`` and synced, then renamed onto ``target``.
         """
-        partial = target.with_name(target.name + ".partial")
-        partial.unlink(missing_ok=True)
+        with replacing(target) as partial:
+            memories = self._copy_into(partial, target)
+            with open(partial, "rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(partial, target)
+        _sync_directory(target.parent)
+        return memories
+
+    def _copy_into(self, partial: Path, target: Path) -> int:
         copy = sqlite3.connect(partial, isolation_level=None)
         try:
             self.read(lambda db: db.backup(copy))
@@ -192,10 +200,6 @@ class Connection:
             raise StoreError(f"cannot back up {self.path} to {target}: {exc}") from exc
         finally:
             copy.close()
-        with open(partial, "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(partial, target)
-        _sync_directory(target.parent)
         return memories
 
     def close(self) -> None:

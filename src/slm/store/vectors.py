@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from slm.files import FILE_MODE, private_directory, private_file
+
 Matrix = npt.NDArray[np.float32]
 Pairs = list[tuple[int, float]]
 
@@ -328,10 +330,11 @@ class GraphIndex:
         file the previous manifest named goes, and leftovers older than an hour (another
         process saving at the same moment keeps its own file)."""
         faiss = _faiss()
-        folder.mkdir(parents=True, exist_ok=True)
+        private_directory(folder)
         manifest_path = folder / f"{name}.json"
         previous = _read_manifest(manifest_path)
         data = f"{name}.{secrets.token_hex(6)}.faiss"
+        private_file(folder / data)  # faiss writes into it, keeping its mode
         faiss.write_index(self._index, str(folder / data))
         _fsync(folder / data)
         manifest = {
@@ -403,7 +406,8 @@ def data_files(folder: Path, name: str) -> list[Path]:
 def _write_atomically(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as handle:
+        handle_no = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with open(handle_no, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
