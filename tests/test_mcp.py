@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import select
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -292,3 +295,57 @@ def test_feedback_names_the_recall_it_is_about(tmp_path: Path) -> None:
         assert "not found" in error_text(await client.call_tool("feedback", missing))
 
     run_session(tmp_path, scenario)
+
+
+def test_a_message_the_server_cannot_read_gets_an_error_reply(tmp_path: Path) -> None:
+    """Issue #32: a request nested deeper than the SDK's parser allows, a line that is not
+    JSON and JSON that is not JSON-RPC each get a JSON-RPC error (with the request's id when
+    it can be read), and the server goes on answering. Spoken over raw pipes: a real
+    client cannot send such lines."""
+    command = [sys.executable, "-m", "slm", "--db", str(tmp_path / "mcp.db"), "mcp"]
+    env = {**os.environ, "SLM_EMBEDDER": "fake", "SLM_HOME": str(tmp_path)}
+    deep = "[" * 300 + "]" * 300
+    lines = [
+        json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"},
+                },
+            }
+        ),
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", '
+        f'"arguments": {{"query": {deep}}}}}}}',
+        "this is not JSON",
+        '{"jsonrpc": "2.0", "id": 4}',
+        '{"jsonrpc": "2.0", "id": 5, "method": "tools/list"}',
+    ]
+    server = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("\n".join(lines) + "\n")
+    server.stdin.flush()
+    replies: list[dict[str, Any]] = []
+    try:
+        while not any(reply.get("id") == 5 for reply in replies):
+            ready, _, _ = select.select([server.stdout], [], [], 60)
+            assert ready, f"no reply within 60 s; got {replies}"
+            line = server.stdout.readline()
+            assert line, f"the server stopped; got {replies}"
+            replies.append(json.loads(line))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    errors = {reply.get("id"): reply["error"] for reply in replies if "error" in reply}
+    assert errors[2]["code"] == -32700 and "recursion limit" in errors[2]["message"]
+    assert errors[None]["code"] == -32700 and "not valid JSON" in errors[None]["message"]
+    assert errors[4]["code"] == -32600
+    assert all("\n" not in error["message"] for error in errors.values())
+    listed = next(reply for reply in replies if reply.get("id") == 5)
+    assert {tool["name"] for tool in listed["result"]["tools"]} == TOOLS

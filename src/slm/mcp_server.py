@@ -11,6 +11,8 @@ they say what is worth storing and how to phrase a query, not how slm works insi
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, cast
 
@@ -19,10 +21,15 @@ from slm.engine import Memory
 from slm.errors import ConfigError, SlmError, install_hint, outcome
 
 try:
+    import anyio
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.server.mcpserver.tools import Tool
-    from pydantic import BaseModel, ConfigDict, Field
+    from mcp.server.stdio import stdio_server
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+    from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+    from pydantic import BaseModel, ConfigDict, Field, ValidationError
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm mcp needs the MCP extra: {install_hint('mcp')}") from exc
 
@@ -298,4 +305,60 @@ def _call(action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
 
 def run_stdio(memory: Memory) -> None:
     """Serve ``memory`` over stdin/stdout until the client disconnects."""
-    build_server(memory).run("stdio")
+    anyio.run(_serve_stdio, build_server(memory))
+
+
+async def _serve_stdio(server: MCPServer) -> None:
+    """The SDK's stdio loop (what ``MCPServer.run("stdio")`` runs), except that a line it
+    cannot read as a JSON-RPC message gets an error reply: the SDK drops such a line, and a
+    client whose request it was would wait for an answer forever."""
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (read_stream, write_stream):
+        send, receive = create_context_streams[SessionMessage | Exception](0)
+
+        async def screen() -> None:
+            async with send:
+                async for item in read_stream:
+                    if isinstance(item, Exception):
+                        await write_stream.send(SessionMessage(unreadable(item)))
+                    else:
+                        await send.send(item)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(screen)
+            await lowlevel.run(receive, write_stream, lowlevel.create_initialization_options())
+
+
+def unreadable(exc: Exception) -> JSONRPCError:
+    """The JSON-RPC error for a line that is not a message: a parse error for bad JSON
+    (nested too deeply included), an invalid request for JSON that is not JSON-RPC; it
+    answers the line's id when one can be read, else null (as JSON-RPC 2.0 says)."""
+    first: dict[str, Any] = {}
+    if isinstance(exc, ValidationError):
+        first = dict(exc.errors(include_input=True)[0])
+    given = first.get("input")
+    if first.get("type") == "json_invalid" or not isinstance(given, dict):
+        code, what = PARSE_ERROR, "not valid JSON"
+        request_id = _id_in(given) if isinstance(given, str) else None
+    else:
+        code, what = INVALID_REQUEST, "not a JSON-RPC 2.0 request"
+        request_id = given.get("id")
+    detail = str(first.get("msg") or exc).splitlines()[0]
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        request_id = None
+    message = f"the message is {what}: {detail}"
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
+
+
+def _id_in(line: str) -> object:
+    """The top-level ``id`` of a JSON line the SDK refused (too deep for it, perhaps not
+    for Python's parser); failing that, the first ``"id"`` written in it."""
+    try:
+        parsed = json.loads(line)
+    except (ValueError, RecursionError):
+        found = _ID.search(line)
+        return json.loads(found.group(1)) if found else None
+    return parsed.get("id") if isinstance(parsed, dict) else None
