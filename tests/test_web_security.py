@@ -299,3 +299,35 @@ def test_sign_in_works_behind_a_proxy_whose_host_has_no_port(tmp_path: Path) -> 
         assert signed.status_code == 303 and "Secure" in signed.headers["set-cookie"]
         cookie = cookie_of(signed)
         assert get(client, "/", headers=proxied, session=cookie).status_code == 200
+
+
+# -- dependencies ----------------------------------------------------------------------------
+
+#: The first release of each server dependency without the advisories published against it.
+FIXED = {
+    "starlette": ("1.6", "CVE-2025-62727 Range DoS, 2026 Host/path/form advisories in 1.3-1.5"),
+    "h11": ("0.16", "CVE-2025-43859 request smuggling"),
+    "jinja2": ("3.1.6", "CVE-2025-27516 sandbox escape"),
+}
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+def test_dependency_floors_exclude_releases_with_advisories() -> None:
+    import tomllib
+    from importlib.metadata import version
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    for extra in ("server", "test"):
+        floors = {
+            re.split(r"[<>=\[]", line)[0].lower(): line
+            for line in project["project"]["optional-dependencies"][extra]
+        }
+        for name, (fixed, why) in FIXED.items():
+            line = floors.get(name)
+            assert line is not None and ">=" in line, f"{extra}: no floor for {name} ({why})"
+            floor = line.split(">=")[1].split(",")[0]
+            assert _release(floor) >= _release(fixed), f"{extra}: {line} admits {why}"
+            assert _release(version(name)) >= _release(fixed), f"installed {name} has {why}"
