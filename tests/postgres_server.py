@@ -137,6 +137,14 @@ class Server:
         self._command("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", log,
                       "-o", options)  # fmt: skip
 
+    def restart(self) -> None:
+        """Stop the server (ending every connection and open transaction) and start it again
+        on the same port."""
+        options = f"-h 127.0.0.1 -p {self.port} -k '' {_SERVER_OPTIONS}"
+        log = str(self.root / "server.log")
+        self._command("pg_ctl", "restart", "-w", "-t", "60", "-m", "fast", "-D", str(self.data),
+                      "-l", log, "-o", options)  # fmt: skip
+
     def dsn(self, database: str = "postgres") -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{database}"
 

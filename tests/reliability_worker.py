@@ -4,13 +4,20 @@
     python reliability_worker.py read STORE WORKER RUNDIR
     python reliability_worker.py hang STORE JSONL MARKER BATCH
     python reliability_worker.py ack STORE
+    python reliability_worker.py hang-reindex STORE MARKER BATCH
+    python reliability_worker.py hang-ranker STORE MARKER
+    python reliability_worker.py hang-artefact TARGET MARKER
 
 ``write`` and ``read`` touch ``RUNDIR/ready-<name>``, wait for ``RUNDIR/go`` so every worker
 starts at once, and print one JSON line of figures at the end (``read`` stops when
 ``RUNDIR/stop`` appears). ``hang`` imports JSONL and, in its BATCH-th write transaction
 (1-based), after the memories, vectors and lexical rows are written but before the commit,
 creates MARKER and sleeps until it is killed. ``ack`` remembers one memory after another and
-prints each id once ``remember`` has returned.
+prints each id once ``remember`` has returned. ``hang-reindex`` does the same inside the
+BATCH-th transaction of ``reindex``; ``hang-ranker`` gives feedback until the profile's
+ranker is refitted, and hangs inside the transaction that writes it; ``hang-artefact``
+writes a new calibration artefact over TARGET and hangs after the new file is written,
+before it takes TARGET's name.
 """
 
 from __future__ import annotations
@@ -140,6 +147,75 @@ def ack(store: str) -> None:
             print(record.id, flush=True)
 
 
+def _hang_inside_graph_write(marker: str, batch: int) -> None:
+    from slm.store import sqlite_graph
+
+    original = sqlite_graph.insert_graph
+    calls = 0
+
+    def insert_graph(*args: Any, **kwargs: Any) -> None:
+        nonlocal calls
+        calls += 1
+        original(*args, **kwargs)
+        if calls == batch:
+            Path(marker).touch()
+            time.sleep(3600)
+
+    sqlite_graph.insert_graph = insert_graph
+
+
+def hang_reindex(store: str, marker: str, batch: int) -> None:
+    with Memory(store, settings=FAKE) as memory:
+        _hang_inside_graph_write(marker, batch)
+        memory.reindex(batch=50)
+
+
+class _Spy:
+    """A SQLite connection that hangs right after a statement writing the ``meta`` table
+    (where a profile's ranker is kept), inside its transaction."""
+
+    def __init__(self, db: Any, marker: str) -> None:
+        self._db, self._marker = db, marker
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        cursor = self._db.execute(sql, *args)
+        if "INTO meta" in sql and "ranker:" in str(args):
+            Path(self._marker).touch()
+            time.sleep(3600)
+        return cursor
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def hang_ranker(store: str, marker: str) -> None:
+    from slm.store import sqlite_conn
+
+    original = sqlite_conn.Connection.write
+
+    def write(self: Any, work: Any) -> Any:
+        return original(self, lambda db: work(_Spy(db, marker)))
+
+    with Memory(store, settings=FAKE) as memory:
+        sqlite_conn.Connection.write = write  # type: ignore[method-assign]
+        for i in range(200):
+            response = memory.recall(f"which note is about topic {i % 17}?", k=5)
+            if response.results:
+                first = response.results[0].memory.id
+                memory.feedback(first, useful=True, query_id=response.query_id)
+
+
+def hang_artefact(target: str, marker: str) -> None:
+    from slm import files
+
+    def replace(*args: Any) -> None:
+        Path(marker).touch()
+        time.sleep(3600)
+
+    files.os.replace = replace  # type: ignore[assignment]
+    files.write_private(Path(target), json.dumps({"calibration_id": "new", "pad": "x" * 50_000}))
+
+
 def main(argv: list[str]) -> None:
     command, store, *rest = argv
     if command == "write":
@@ -151,6 +227,12 @@ def main(argv: list[str]) -> None:
         hang(store, rest[0], rest[1], int(rest[2]))
     elif command == "ack":
         ack(store)
+    elif command == "hang-reindex":
+        hang_reindex(store, rest[0], int(rest[1]))
+    elif command == "hang-ranker":
+        hang_ranker(store, rest[0])
+    elif command == "hang-artefact":
+        hang_artefact(store, rest[0])
     else:
         raise SystemExit(f"unknown command {command!r}")
 

@@ -82,6 +82,14 @@ class StoreError(SlmError):
     """The store could not be opened, read or written."""
 
 
+def disk_full(location: object) -> str:
+    """What a write that found no room says: the write was rolled back whole."""
+    return (
+        f"the disk holding {location} is full: nothing of this write was stored; "
+        "free some space and try again"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What an error becomes at each surface: the HTTP status and error ``type`` of the REST

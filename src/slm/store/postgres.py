@@ -29,7 +29,7 @@ from psycopg import Cursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-from slm.errors import ConfigError, StoreError
+from slm.errors import ConfigError, StoreError, disk_full
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import lifecycle, sql
 from slm.store import postgres_graph as graph
@@ -114,6 +114,9 @@ class PostgresStore(PostgresFeedback):
                 max_size=pool_size,
                 kwargs={"autocommit": True},
                 configure=register_vector,
+                # A connection the server dropped (a restart, a failover) is replaced when
+                # next taken, instead of failing the call that took it.
+                check=ConnectionPool.check_connection,
                 open=False,
             )
             self._pool.open(wait=True, timeout=30.0)
@@ -141,6 +144,8 @@ class PostgresStore(PostgresFeedback):
                         (PROFILE_LOCK_SPACE, profile),
                     )
                 yield cur
+        except psycopg.errors.DiskFull as exc:
+            raise StoreError(disk_full(self.location)) from exc
         except psycopg.Error as exc:
             raise StoreError(f"write failed on {self.location}: {exc}") from exc
 

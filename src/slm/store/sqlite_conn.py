@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from slm.errors import StoreError
+from slm.errors import StoreError, disk_full
 from slm.files import replacing
 
 T = TypeVar("T")
@@ -150,6 +150,8 @@ class Connection:
                         if is_busy(exc):
                             self.retries += 1
                             continue
+                        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                            raise StoreError(disk_full(self.path)) from exc
                         raise StoreError(f"write failed on {self.path}: {exc}") from exc
                     raise
             raise self._still_busy("write")
