@@ -12,12 +12,13 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "slm"
 
 #: Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[set[str]] = [
-    {"errors", "models", "text", "validate", "native", "contract", "release"},
+    {"errors", "files", "models", "text", "validate", "native", "contract", "release"},
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
     {"engine", "supersede", "items", "labelled", "related"},
     {"cli", "cli_base", "cli_output", "cli_calibrate", "cli_servers", "mcp_server", "http",
+     "http_guard",
      "http_models", "web", "migrate", "transfer", "backup", "demo", "__init__", "__main__"},
 ]  # fmt: skip
 
