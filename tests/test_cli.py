@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -150,6 +151,17 @@ def test_demo_runs_and_recalls(run) -> None:  # type: ignore[no-untyped-def]
     answers = json.loads(result.stdout)
     assert len(answers) >= 5
     assert all(a["score_contract_version"] == "2" for a in answers)
+
+
+def test_the_demo_says_what_it_stored_and_what_to_ask_next(run) -> None:  # type: ignore[no-untyped-def]
+    first = run("demo")
+    assert first.exit_code == 0 and first.stdout.startswith("Stored 14 memories")
+    command = first.stdout.strip().splitlines()[-1].strip()
+    assert command.startswith("slm ") and "--profile demo recall" in command
+    asked = run(*shlex.split(command)[1:])  # the command it prints works as printed
+    assert asked.exit_code == 0, asked.output
+    again = run("demo")
+    assert again.stdout.startswith("Stored 0 new of 14 memories")
 
 
 def test_every_command_is_documented_in_the_readme() -> None:

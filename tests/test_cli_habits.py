@@ -154,13 +154,19 @@ def test_human_output_says_what_it_shows(db: Path) -> None:
 
 
 def test_no_install_hint_names_the_other_projects_distribution() -> None:
-    """``slm`` on the package index is another project: every hint names slm-memory or a
-    checkout (``.``)."""
+    """``slm`` on the package index is another project, and ``slm-memory`` is not there yet:
+    every hint names a checkout (``.``) or a wheel built from one."""
     import re
 
     root = Path(__file__).resolve().parents[1]
     files = [root / "README.md", *(root / "docs").glob("*.md"), *(root / "src").rglob("*.py")]
     wrong = re.compile(r"pip install ['\"]?slm(?:\[|['\"\s)]|$)", re.MULTILINE)
-    found = [f"{path}: {m.group()}" for path in files for m in wrong.finditer(path.read_text())]
+    unpublished = re.compile(r"pip install ['\"]?slm-memory", re.MULTILINE)
+    found = [
+        f"{path}: {m.group()}"
+        for path in files
+        for pattern in (wrong, unpublished)
+        for m in pattern.finditer(path.read_text())
+    ]
     assert found == []
     assert "slm-memory" in (root / "pyproject.toml").read_text()

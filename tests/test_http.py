@@ -400,7 +400,7 @@ def test_missing_extra_names_it(tmp_path: Path, command: str, blocked: str, extr
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 1
-    assert f"pip install 'slm-memory[{extra}]'" in done.stderr and "Traceback" not in done.stderr
+    assert f"pip install '.[{extra}]'" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_importing_slm_loads_no_adapter_dependency() -> None:

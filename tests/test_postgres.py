@@ -74,7 +74,7 @@ def test_errors_name_the_server_not_the_password(postgres_server: Server) -> Non
 
 def test_the_extra_is_named_when_psycopg_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "slm.store.postgres", None)
-    with pytest.raises(ConfigError, match=r"slm-memory\[postgres\]"):
+    with pytest.raises(ConfigError, match=r"pip install '\.\[postgres\]'"):
         fake(dsn="postgresql://127.0.0.1/none")
 
 

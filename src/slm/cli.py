@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -540,9 +541,14 @@ def demo(ctx: click.Context, as_json: bool) -> None:
         obj.profile = "demo"
     answers = []
     with obj.memory(calibrated=True) as memory:
-        stored = memory.remember_many(conversation())
+        done = memory.store_many(conversation())
+        new = sum(d.created for d in done)
         if not as_json:
-            click.echo(f"Stored {len(stored)} memories of a conversation between Maya and Sam")
+            what = f"{len(done)} memories of a conversation between Maya and Sam"
+            if new == len(done):
+                click.echo(f"Stored {what}")
+            else:
+                click.echo(f"Stored {new} new of {what} (the rest were already there)")
             click.echo(f"in {memory.store.location} (profile {memory.profile!r}).\n")
         for question in QUESTIONS:
             response = memory.recall(question, k=3)
@@ -553,6 +559,13 @@ def demo(ctx: click.Context, as_json: bool) -> None:
                 click.echo()
     if as_json:
         emit(answers)
+        return
+    where = "--dsn '<your DSN>' " if obj.dsn else ""
+    where += f"--db {shlex.quote(obj.db)} " if obj.db else ""
+    click.echo("Ask it something yourself:")
+    click.echo(
+        f"  slm {where}--profile {shlex.quote(obj.profile)} recall 'Where does Maya live now?'"
+    )
 
 
 cli.add_command(calibrate_command)

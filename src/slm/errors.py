@@ -123,13 +123,16 @@ def outcome(exc: SlmError) -> Outcome:
     return OUTCOMES[SlmError]
 
 
-#: The distribution's name on the package index. The command and the import are ``slm``:
-#: the distribution called ``slm`` there is another project.
+#: The distribution's name (not on the package index yet). The command and the import are
+#: ``slm``: the distribution called ``slm`` on the index is another project.
 DISTRIBUTION = "slm-memory"
 
 
 def install_hint(extra: str | None = None) -> str:
-    """How to install slm (with ``extra``), by name and from a checkout."""
-    if extra is None:
-        return f"pip install {DISTRIBUTION} (from a checkout: pip install .)"
-    return f"pip install '{DISTRIBUTION}[{extra}]' (from a checkout: pip install '.[{extra}]')"
+    """How to install slm (with ``extra``). The distribution is not on the package index
+    yet, so the hint names what works today: a checkout, or a wheel built from one."""
+    from slm.release import VERSION
+
+    spec = f"[{extra}]" if extra else ""
+    wheel = f"slm_memory-{VERSION}-py3-none-any.whl"
+    return f"pip install '.{spec}' in a checkout of slm (or pip install '{wheel}{spec}')"
