@@ -16,9 +16,9 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "supersede", "items", "labelled", "related"},
+    {"engine", "supersede", "items", "labelled", "related", "profiles"},
     {"cli", "cli_base", "cli_output", "cli_calibrate", "cli_servers", "mcp_server", "http",
-     "http_guard",
+     "http_guard", "cli_profiles",
      "http_models", "web", "migrate", "transfer", "backup", "demo", "__init__", "__main__"},
 ]  # fmt: skip
 

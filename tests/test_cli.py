@@ -95,9 +95,33 @@ def test_health_json(run) -> None:  # type: ignore[no-untyped-def]
 
 def test_profiles_via_option_and_env(run, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     run("--profile", "work", "remember", "standup at nine")
-    assert json.loads(run("list", "--json").stdout) == []
+    # Reading a profile that holds nothing, while another does, is most likely a typo.
+    typo = run("list", "--json")
+    assert typo.exit_code == 1 and "no profile 'default'" in typo.output
+    assert "work (1)" in typo.output
     monkeypatch.setenv("SLM_PROFILE", "work")
     assert len(json.loads(run("list", "--json").stdout)) == 1
+
+
+def test_profiles_are_listed_counted_and_deleted_with_care(run) -> None:  # type: ignore[no-untyped-def]
+    assert run("profiles").stdout.startswith("no profile holds memories")
+    run("--profile", "work", "remember", "standup at nine")
+    run("--profile", "work", "remember", "retro on fridays")
+    run("--profile", "home", "remember", "bins go out on tuesday")
+    listed = json.loads(run("profiles", "--json").stdout)["profiles"]
+    assert [(p["name"], p["memories"]) for p in listed] == [("home", 1), ("work", 2)]
+    assert all(p["last_write"].endswith("Z") for p in listed)
+    human = run("profiles").stdout.splitlines()
+    assert human[1].startswith("work") and "2 memories" in human[1]
+    # Without --yes and without a terminal to ask on, nothing is deleted.
+    refused = run("profiles", "delete", "work")
+    assert refused.exit_code == 1 and "add --yes" in refused.output
+    done = json.loads(run("profiles", "delete", "work", "--yes", "--json").stdout)
+    assert done == {"deleted": {"profile": "work", "forgotten": 2}}
+    left = json.loads(run("profiles", "--json").stdout)["profiles"]
+    assert [p["name"] for p in left] == ["home"]
+    gone = run("profiles", "delete", "work", "--yes")
+    assert gone.exit_code == 1 and "no profile 'work'" in gone.output
 
 
 BAD = [

@@ -32,6 +32,7 @@ from slm.cli_output import (
     show_response,
     show_trace,
 )
+from slm.cli_profiles import profiles
 from slm.cli_servers import mcp, serve, ui
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
@@ -521,7 +522,7 @@ def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
     """Copy the whole store (every profile) to the file PATH while it stays in use."""
     from slm.backup import backup as copy_store
 
-    with obj.memory(create=False) as memory:
+    with obj.memory(create=False, whole_store=True) as memory:
         report = copy_store(memory, path, overwrite=force)
     if as_json:
         emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
@@ -569,6 +570,7 @@ def demo(ctx: click.Context, as_json: bool) -> None:
 
 
 cli.add_command(calibrate_command)
+cli.add_command(profiles)
 for _server in (mcp, serve, ui):
     cli.add_command(_server)
 

@@ -48,13 +48,20 @@ class Context:
 
     @contextmanager
     def memory(
-        self, *, create: bool = True, calibrated: bool = False, **overrides: Any
+        self,
+        *,
+        create: bool = True,
+        calibrated: bool = False,
+        whole_store: bool = False,
+        **overrides: Any,
     ) -> Iterator[Memory]:
         """The store, opened for the command. A command that only reads (``create=False``)
         refuses a SQLite file that does not exist instead of creating an empty one; one that
         writes creates it, but not a directory named with ``--db`` that does not exist.
         Only a command that recalls (``calibrated``) loads the calibration artefact, so a
-        stale one never stops a write."""
+        stale one never stops a write. A command that only reads one profile refuses a
+        profile that holds nothing while others do (a typo), naming them; one about the
+        ``whole_store`` does not."""
         if not calibrated:
             overrides["calibration"] = None
         settings = self.settings(**overrides)
@@ -74,6 +81,10 @@ class Context:
                     field="db",
                 )
         with Memory(location, profile=self.profile, settings=settings) as memory:
+            if not create and not whole_store:
+                from slm.profiles import require
+
+                require(memory)
             yield memory
 
     def settings(self, **overrides: Any) -> Settings:

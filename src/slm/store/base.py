@@ -384,6 +384,10 @@ class Admin(Protocol):
     def profiles(self) -> list[str]:
         """Every profile that holds at least one memory, sorted (for copying a whole store)."""
 
+    def profile_summaries(self) -> list[tuple[str, int, int]]:
+        """Every profile that holds at least one memory, sorted: its name, how many memories,
+        and the ``recorded_at`` (microseconds) of its newest."""
+
     def meta(self, key: str) -> str | None: ...
 
     def set_meta(self, key: str, value: str) -> None: ...

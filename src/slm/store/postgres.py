@@ -327,6 +327,9 @@ class PostgresStore(PostgresFeedback):
     def profiles(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT DISTINCT profile FROM memories ORDER BY 1")]
 
+    def profile_summaries(self) -> list[tuple[str, int, int]]:
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(sql.PROFILE_SUMMARIES)]
+
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         rows = self._rows(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = %s AND id = ANY(%s)",

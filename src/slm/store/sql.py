@@ -16,6 +16,11 @@ MEMORY_COLUMNS = (
     "valid_from, valid_to, superseded_by"
 )
 
+#: Each profile holding memories: its name, how many, and the last time one was recorded.
+PROFILE_SUMMARIES = (
+    "SELECT profile, count(*), max(recorded_at) FROM memories GROUP BY profile ORDER BY profile"
+)
+
 #: How a store matches tags: (profile, tags) -> the clauses and their parameters.
 TagMatch = Callable[[str, Sequence[str]], list[tuple[str, list[Any]]]]
 

@@ -326,6 +326,9 @@ class SQLiteStore(SQLiteFeedback):
     def profiles(self) -> list[str]:
         return [r[0] for r in self._read("SELECT DISTINCT profile FROM memories ORDER BY 1")]
 
+    def profile_summaries(self) -> list[tuple[str, int, int]]:
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._read(sql.PROFILE_SUMMARIES)]
+
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         by_id: dict[str, MemoryRecord] = {}
         for chunk in chunks(list(ids)):
