@@ -168,12 +168,32 @@ def test_batch_is_stored_all_or_nothing(client: httpx.Client) -> None:
 
 
 def test_health_and_openapi(client: httpx.Client) -> None:
+    # A profile that holds nothing while others do is most likely a typo: 404, naming them.
+    missing = client.get("/v1/health", params={"profile": "healthy"})
+    assert missing.status_code == 404
+    assert "no profile 'healthy'" in error_of(missing)["message"]
+    client.post("/v1/memories", params={"profile": "healthy"}, json={"content": "All fine"})
     health = client.get("/v1/health", params={"profile": "healthy"}).json()
-    assert health["profile"] == "healthy" and health["memories"] == 0
+    assert health["profile"] == "healthy" and health["memories"] == 1
     schema = client.get("/openapi.json").json()
     assert {"/v1/memories", "/v1/recall", "/v1/memories/{memory_id}", "/v1/health"} <= set(
         schema["paths"]
     )
+
+
+def test_profiles_are_listed_and_deleted_only_when_confirmed(client: httpx.Client) -> None:
+    for text in ("Bins go out on Tuesday", "The boiler is in the cellar"):
+        client.post("/v1/memories", params={"profile": "chores"}, json={"content": text})
+    listed = {p["name"]: p for p in client.get("/v1/profiles").json()["profiles"]}
+    assert listed["chores"]["memories"] == 2 and listed["chores"]["last_write"].endswith("Z")
+    refused = client.delete("/v1/profiles/chores")
+    assert refused.status_code == 400 and error_of(refused)["field"] == "confirm"
+    assert client.get("/v1/memories", params={"profile": "chores"}).status_code == 200
+    done = client.delete("/v1/profiles/chores", params={"confirm": "chores"})
+    assert done.json() == {"deleted": {"profile": "chores", "forgotten": 2}}
+    names = [p["name"] for p in client.get("/v1/profiles").json()["profiles"]]
+    assert "chores" not in names and names
+    assert client.get("/v1/memories", params={"profile": "chores"}).status_code == 404
 
 
 # -- bad input is a 4xx that names the field ----------------------------------------------------
@@ -230,7 +250,8 @@ def test_unparsable_bodies_are_400(client: httpx.Client) -> None:
         assert "Content-Type: application/json" in error_of(plain)["message"]
     no_type = client.post("/v1/recall", content=b'{"query": "x"}')
     assert no_type.status_code == 415
-    typed = {"content-type": "application/json; charset=utf-8"}
+    typed = {"content-type": "application/json; charset=utf-8", "X-SLM-Profile": "typed"}
+    client.post("/v1/memories", json={"content": "x marks the spot"}, headers=typed)
     assert client.post("/v1/recall", content=b'{"query": "x"}', headers=typed).status_code == 200
 
 
@@ -304,6 +325,16 @@ def test_feedback_is_recorded_listed_refused_and_reset(client: httpx.Client) -> 
 # -- profiles, hosts and tokens -----------------------------------------------------------------
 
 
+def ids_in(response: httpx.Response, key: str) -> list[str]:
+    """The ids a listing or recall answered with; none when the profile holds nothing (a 404
+    that names the profiles that do exist)."""
+    if response.status_code == 404:
+        assert "no profile" in error_of(response)["message"]
+        return []
+    assert response.status_code == 200, response.text
+    return [item["id"] for item in response.json()[key]]
+
+
 def test_profiles_are_isolated(client: httpx.Client) -> None:
     alice = {"X-SLM-Profile": "alice"}
     record = client.post(
@@ -312,10 +343,10 @@ def test_profiles_are_isolated(client: httpx.Client) -> None:
     assert record.pop("created") is True and record.pop("updates") == []
     memory_id = record["id"]
     for other in ({"X-SLM-Profile": "bob"}, {}):
-        listed = client.get("/v1/memories", headers=other).json()["memories"]
-        assert memory_id not in [m["id"] for m in listed]
-        recalled = client.post("/v1/recall", headers=other, json={"query": "Alice locker"}).json()
-        assert memory_id not in [r["id"] for r in recalled["results"]]
+        listed = client.get("/v1/memories", headers=other)
+        assert memory_id not in ids_in(listed, "memories")
+        recalled = client.post("/v1/recall", headers=other, json={"query": "Alice locker"})
+        assert memory_id not in ids_in(recalled, "results")
         assert client.get(f"/v1/memories/{memory_id}", headers=other).status_code == 404
         assert client.delete(f"/v1/memories/{memory_id}", headers=other).status_code == 404
     assert client.get(f"/v1/memories/{memory_id}", params={"profile": "alice"}).json() == record
@@ -337,10 +368,10 @@ def test_no_profile_sees_another(api: str, first: str, second: str, text: str) -
         assume(made.status_code in (200, 201))  # text the library refuses is covered elsewhere
         memory_id = made.json()["id"]
         other = {"profile": second}
-        listed = http.get("/v1/memories", params={**other, "limit": 10_000}).json()["memories"]
-        assert memory_id not in [m["id"] for m in listed]
-        recalled = http.post("/v1/recall", params=other, json={"query": text, "k": 1000}).json()
-        assert memory_id not in [r["id"] for r in recalled["results"]]
+        listed = http.get("/v1/memories", params={**other, "limit": 10_000})
+        assert memory_id not in ids_in(listed, "memories")
+        recalled = http.post("/v1/recall", params=other, json={"query": text, "k": 1000})
+        assert memory_id not in ids_in(recalled, "results")
         assert http.get(f"/v1/memories/{memory_id}", params=other).status_code == 404
         assert http.delete(f"/v1/memories/{memory_id}", params=other).status_code == 404
         assert http.get(f"/v1/memories/{memory_id}", params={"profile": first}).status_code == 200
@@ -364,7 +395,8 @@ def test_foreign_host_names_are_refused(client: httpx.Client) -> None:
     # A page on evil.example that rebinds its name to 127.0.0.1 still sends its own Host.
     rebound = client.get("/v1/health", headers={"host": "evil.example"})
     assert rebound.status_code == 400 and error_of(rebound)["type"] == "invalid_host"
-    assert client.get("/v1/health", headers={"host": "localhost:1"}).status_code == 200
+    named = client.get("/v1/health", headers={"host": "localhost:1"})
+    assert named.status_code != 400 or error_of(named)["type"] != "invalid_host"
 
 
 def test_token_is_required_when_set(secured: str) -> None:
@@ -426,6 +458,8 @@ OPERATIONS = [
     ("POST", "/v1/feedback"),
     ("GET", "/v1/feedback"),
     ("DELETE", "/v1/feedback"),
+    ("GET", "/v1/profiles"),
+    ("DELETE", "/v1/profiles/{name}"),
 ]
 
 
@@ -445,8 +479,16 @@ def test_fuzz_covers_every_operation(api_schema: Any) -> None:
 # library, so some schema-valid bodies are rightly refused with 400. negative_data_rejection:
 # in a query string a "schema-violating" boolean or repeated parameter is indistinguishable
 # from a valid string (tag=false), so it fails on requests that are in fact valid.
-@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
-@pytest.mark.parametrize(("method", "path"), OPERATIONS)
+@pytest.mark.parametrize(
+    ("method", "path", "mode"),
+    [
+        (method, path, mode)
+        for method, path in OPERATIONS
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
+        # A route without parameters has no invalid request to generate.
+        if not (path == "/v1/profiles" and mode == GenerationMode.NEGATIVE)
+    ],
+)
 def test_fuzz_never_5xx_and_matches_schema(
     api_schema: Any, method: str, path: str, mode: GenerationMode
 ) -> None:

@@ -26,6 +26,7 @@ TOOLS = {
     "list_recent",
     "trace",
     "health",
+    "profiles",
 }
 
 
@@ -207,8 +208,14 @@ def test_profile_from_flag_and_environment(tmp_path: Path) -> None:
         await client.call_tool("remember", {"content": "The office opens at 8"})
 
     async def sees_nothing_else(client: Client) -> None:
-        health = data(await client.call_tool("health", {}))
-        assert health["profile"] == "home" and health["memories"] == 0
+        # "home" holds nothing while "work" does: reading it names the profiles that exist.
+        refused = await client.call_tool("health", {})
+        assert refused.is_error
+        assert isinstance(refused.content[0], TextContent)
+        assert "no profile 'home'" in refused.content[0].text
+        assert "work (1)" in refused.content[0].text
+        listed = data(await client.call_tool("profiles", {}))["profiles"]
+        assert [(p["name"], p["memories"]) for p in listed] == [("work", 1)]
 
     run_session(tmp_path, remember_in_profile, "--profile", "work")
     run_session(tmp_path, sees_nothing_else, SLM_PROFILE="home")

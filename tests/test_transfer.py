@@ -72,3 +72,93 @@ def test_missing_and_binary_files(memory: Memory, tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(InvalidInput, match="not UTF-8"):
         import_jsonl(memory, binary)
+
+
+# -- lossless round trips (issue #30) -----------------------------------------------------------
+
+LONG = "The garden plan. " + " ".join(
+    f"Bed {i} holds tomatoes, basil and marigolds." for i in range(80)
+)
+
+
+def seeded(memory: Memory) -> None:
+    """A profile with an explicit update, a text long enough for passages, and feedback
+    given on a recall."""
+    old = memory.remember("Priya lives in Lisbon", event_time="2023-01-01")
+    memory.update(old.id, "Priya moved to Porto", event_time="2024-06-01")
+    memory.remember_many(
+        [
+            {"content": LONG, "source": "notes", "tags": ["garden"]},
+            {"content": "Deploys happen on Thursdays", "metadata": {"team": 3}},
+        ]
+    )
+    for question, useful in (("Where does Priya live?", True), ("When are deploys?", False)):
+        response = memory.recall(question, k=3)
+        memory.feedback(response.results[0].id, useful=useful, query_id=response.query_id)
+    memory.learning.flush()
+
+
+def exported(memory: Memory, path: Path) -> list[dict[str, object]]:
+    with open(path, "w", encoding="utf-8") as handle:
+        export_jsonl(memory, handle)
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def renamed(lines: list[dict[str, object]], ids: dict[str, str]) -> list[dict[str, object]]:
+    """``lines`` with every memory id replaced through ``ids``."""
+    text = json.dumps(lines)
+    for old, new in ids.items():
+        text = text.replace(old, new)
+    return list(json.loads(text))
+
+
+@pytest.mark.parametrize("store_kind", ["same store, other profile", "new store"])
+def test_export_then_import_keeps_links_and_feedback(
+    memory: Memory, tmp_path: Path, store_kind: str
+) -> None:
+    seeded(memory)
+    first = exported(memory, tmp_path / "first.jsonl")
+    assert sum("feedback" in line for line in first) == 2
+    assert any(line.get("superseded_by") for line in first)
+    where: dict[str, object] = {"path": tmp_path / "other.db"}
+    if store_kind != "new store":
+        sqlite = memory.store.kind == "sqlite"
+        where = {"path": Path(memory.store.location)} if sqlite else {"dsn": memory.store.location}
+    with Memory(**where, profile="copy", settings=Settings(embedder="fake")) as target:  # type: ignore[arg-type]
+        report = import_jsonl(target, tmp_path / "first.jsonl")
+        assert (report.read, report.stored, report.existing) == (4, 4, 0)
+        assert report.feedback == 2 and report.feedback_skipped == 0
+        assert report.renamed == (4 if store_kind != "new store" else 0)
+        second = exported(target, tmp_path / "second.jsonl")
+        # The same memories in the same order: map the first export's ids onto the second's.
+        ids = {
+            str(a["id"]): str(b["id"])
+            for a, b in zip(first, second, strict=True)
+            if "id" in a and "id" in b
+        }
+        assert renamed(first, ids) == second
+        # Every link points inside the imported profile.
+        for line in second:
+            if line.get("superseded_by"):
+                assert target.get(str(line["superseded_by"])).content == "Priya moved to Porto"
+        again = import_jsonl(target, tmp_path / "first.jsonl")
+        assert (again.stored, again.existing, again.renamed) == (0, 4, 0)
+        assert (again.feedback, again.feedback_skipped) == (0, 2)
+        assert exported(target, tmp_path / "third.jsonl") == second
+    # The source profile is untouched.
+    assert exported(memory, tmp_path / "source-again.jsonl") == first
+
+
+def test_a_link_to_nothing_is_refused_before_anything_is_stored(
+    memory: Memory, tmp_path: Path
+) -> None:
+    path = tmp_path / "dangling.jsonl"
+    path.write_text(
+        '{"content": "kept?", "id": "00000000000000aa"}\n'
+        '{"content": "Ana lived in Porto", "event_time": "2023-01-01", "valid_to": "2024-01-01",'
+        ' "superseded_by": "00000000000000ff"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(InvalidInput, match="line 2: superseded_by 00000000000000ff names no"):
+        import_jsonl(memory, path)
+    assert memory.count() == 0

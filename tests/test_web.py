@@ -397,3 +397,39 @@ def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]
             data={"csrf": csrf.group(1), "newer": new["id"]},
         )
         assert again.status_code == 400 and "no link to undo" in again.text
+
+
+def test_profiles_are_listed_with_counts_and_deleted_only_when_confirmed(
+    site: tuple[str, list[str]],
+) -> None:
+    url, _ = site
+    for text in ("Scratch note one", "Scratch note two"):
+        httpx.post(f"{url}/v1/memories", params={"profile": "scratch"}, json={"content": text})
+    with httpx.Client(base_url=url) as browser:  # keeps the page's session cookie
+        listing = browser.get("/ui/profiles")
+        assert listing.status_code == 200
+        row = re.search(r"scratch</a></th><td>(\d+)</td>", listing.text)
+        assert row is not None and row.group(1) == "2"
+        assert '<option value="work">work (' in listing.text  # the switcher shows counts
+        form = browser.get("/ui/profiles/scratch/delete?profile=scratch")
+        assert "Delete profile scratch?" in form.text and "2 memories" in form.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert csrf is not None
+        action = "/ui/profiles/scratch/delete?profile=scratch"
+        wrong = browser.post(action, data={"csrf": csrf.group(1), "confirm": "scrat"})
+        assert wrong.status_code == 400 and "nothing was deleted" in wrong.text
+        assert httpx.get(f"{url}/v1/memories", params={"profile": "scratch"}).status_code == 200
+        done = browser.post(action, data={"csrf": csrf.group(1), "confirm": "scratch"})
+        assert done.status_code == 303 and "done=deleted" in done.headers["location"]
+    left = [p["name"] for p in httpx.get(f"{url}/v1/profiles").json()["profiles"]]
+    assert "scratch" not in left and "work" in left
+
+
+def test_a_mistyped_profile_says_so_and_names_the_others(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    for path in ("/?q=Lisbon&profile=wrok", "/ui/memories?profile=wrok", "/ui/health?profile=wrok"):
+        page = httpx.get(url + path)
+        assert page.status_code == 404, path
+        assert "no profile &#39;wrok&#39;" in page.text and "work (" in page.text
+    # Adding to a new profile still creates it.
+    assert httpx.get(url + "/ui/add?profile=fresh").status_code == 200

@@ -297,22 +297,18 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
 
     with obj.memory() as memory, readable(file) as path:
         total = check_jsonl(memory, path)
-        with progress(total, "imported", quiet) as update:
+        with progress(total, "read", quiet) as update:
             report = import_jsonl(memory, path, progress=update)
     if as_json:
-        emit(
-            {
-                "read": report.read,
-                "stored": report.stored,
-                "existing": report.existing,
-                "feedback": report.feedback,
-            }
-        )
-    else:
-        click.echo(
-            f"read {report.read}, stored {report.stored}, already present {report.existing}"
-            + (f"; {report.feedback} feedback events" if report.feedback else "")
-        )
+        emit(report.to_dict())
+        return
+    line = f"read {report.read}, stored {report.stored}, already present {report.existing}"
+    if report.renamed:
+        line += f"; {report.renamed} under a new id (theirs is taken in this store)"
+    if report.feedback or report.feedback_skipped:
+        line += f"; {report.feedback} feedback events recorded"
+        line += f", {report.feedback_skipped} already there" if report.feedback_skipped else ""
+    click.echo(line)
 
 
 @cli.command()

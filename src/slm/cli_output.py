@@ -183,7 +183,8 @@ PROGRESS_EVERY = 3.0
 @contextmanager
 def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], None]]:
     """A callback counting work done: a progress bar on a terminal, else a line on stderr
-    every ``PROGRESS_EVERY`` seconds and at the end; nothing with ``quiet``."""
+    every ``PROGRESS_EVERY`` seconds and, when it printed one, at the end (work done faster
+    than that shows only the command's own summary); nothing with ``quiet``."""
     if quiet:
         yield lambda done: None
         return
@@ -191,13 +192,13 @@ def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], No
         with click.progressbar(length=total, label=label, file=sys.stderr) as bar:
             yield bar.update
         return
-    count, last = 0, time.monotonic()
+    count, last, shown = 0, time.monotonic(), False
 
     def update(done: int) -> None:
-        nonlocal count, last
+        nonlocal count, last, shown
         count += done
-        if time.monotonic() - last >= PROGRESS_EVERY or count >= total:
+        if time.monotonic() - last >= PROGRESS_EVERY or (shown and count >= total):
             click.echo(f"{label} {count} of {total}", err=True)
-            last = time.monotonic()
+            last, shown = time.monotonic(), True
 
     yield update

@@ -28,6 +28,7 @@ from slm import __version__, validate
 from slm.embed import Embedder
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
+from slm.profiles import delete, profiles, require
 from slm.settings import Settings
 from slm.store import Location
 
@@ -226,12 +227,19 @@ def _add_routes(app: FastAPI) -> None:
     def recall(body: RecallIn, memory: Mem) -> JSONResponse:
         """The memories most relevant to the query, as a score contract v2 response."""
         options = body.model_dump(exclude={"query"})
-        return JSONResponse(memory.recall(body.query, **options).to_dict())
+        response = memory.recall(body.query, **options)
+        if not response.results:
+            require(memory)  # an empty answer from a mistyped profile says so
+        return JSONResponse(response.to_dict())
 
     @app.get("/v1/memories/{memory_id}", responses=ok(MemoryOut))
     def get(memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem) -> JSONResponse:
         """One memory by id."""
-        return JSONResponse(memory.get(memory_id).to_dict())
+        try:
+            return JSONResponse(memory.get(memory_id).to_dict())
+        except NotFound:
+            require(memory)
+            raise
 
     @app.get("/v1/memories", responses=ok(MemoryList))
     def list_memories(
@@ -244,6 +252,8 @@ def _add_routes(app: FastAPI) -> None:
     ) -> JSONResponse:
         """Memories, most recently recorded first."""
         records = memory.list(limit, offset, source=source, tags=tag, text=text)
+        if not records:
+            require(memory)
         return JSONResponse({"memories": [r.to_dict() for r in records]})
 
     @app.delete("/v1/memories/{memory_id}", responses=ok(Forgotten))
@@ -290,6 +300,8 @@ def _add_routes(app: FastAPI) -> None:
     ) -> JSONResponse:
         """The profile's feedback, newest first."""
         events = memory.feedback_events(limit, offset)
+        if not events:
+            require(memory)
         return JSONResponse({"feedback": [e.to_dict() for e in events]})
 
     @app.delete("/v1/feedback", responses=ok(None))
@@ -297,10 +309,36 @@ def _add_routes(app: FastAPI) -> None:
         """Forget the profile's feedback, its recall log and its learned ranker."""
         return JSONResponse({"forgotten": memory.reset_feedback()})
 
+    @app.get("/v1/profiles", responses=ok(None))
+    def list_profiles(request: Request) -> JSONResponse:
+        """Every profile of the store that holds memories: how many, and the last write."""
+        with request.app.state.profiles.lease(request.app.state.default_profile) as memory:
+            return JSONResponse({"profiles": [p.to_dict() for p in profiles(memory.store)]})
+
+    @app.delete("/v1/profiles/{name}", responses=ok(None))
+    def delete_profile(
+        request: Request,
+        name: Annotated[str, PathParam(pattern=_PROFILE)],
+        confirm: Annotated[str, Query(description="The profile's name again.")] = "",
+    ) -> JSONResponse:
+        """Delete a whole profile: every memory in it, its feedback and its learned ranker.
+        ``?confirm=`` must repeat the name, so a stray request deletes nothing."""
+        if confirm != name:
+            raise InvalidInput(
+                f"confirm: deleting profile {name!r} needs ?confirm={name} (nothing was deleted)",
+                field="confirm",
+            )
+        with request.app.state.profiles.lease(name) as memory:
+            forgotten = delete(memory)
+        return JSONResponse({"deleted": {"profile": name, "forgotten": forgotten}})
+
     @app.get("/v1/health", responses=ok(None))
     def health(memory: Mem) -> JSONResponse:
         """Store, embedder and channel health, and the profile's memory count."""
-        return JSONResponse(memory.health())
+        report = memory.health()
+        if not report["memories"]:
+            require(memory)
+        return JSONResponse(report)
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from typing import Annotated, Any, cast
 
 from slm import __version__, validate
 from slm.engine import Memory
-from slm.errors import ConfigError, SlmError, install_hint, outcome
+from slm.errors import ConfigError, NotFound, SlmError, install_hint, outcome
+from slm.profiles import profiles as listed
+from slm.profiles import require
 
 try:
     import anyio
@@ -86,6 +88,10 @@ Recall with a diagnostic trace (which channels ran, what each found). Use it to 
 why a memory was or was not recalled; use recall to answer."""
 
 HEALTH = "Store, embedding model and retrieval-channel health, and this profile's memory count."
+
+PROFILES = """The profiles of this memory store, each with how many memories it holds and when it
+was last written. This server reads and writes one of them (see health); a profile that holds
+nothing yet is created by remembering something in it."""
 
 Query = Annotated[
     str, Field(description="The question or topic to look up, in plain words.", min_length=1)
@@ -198,7 +204,7 @@ def build_server(memory: Memory) -> MCPServer:
             Field(description="Answer with what held at this ISO 8601 time (default: now)."),
         ] = None,
     ) -> dict[str, Any]:
-        return _call(
+        return _read(
             lambda: memory.recall(
                 query,
                 k=k,
@@ -239,7 +245,7 @@ def build_server(memory: Memory) -> MCPServer:
         return _call(lambda: memory.feedback_report(memory_id, useful=useful, query_id=query_id))
 
     def get(id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
-        return _call(lambda: memory.get(id).to_dict())
+        return _read(lambda: memory.get(id).to_dict())
 
     def list_recent(
         limit: Annotated[
@@ -251,13 +257,32 @@ def build_server(memory: Memory) -> MCPServer:
             ),
         ] = 20,
     ) -> dict[str, Any]:
-        return _call(lambda: {"memories": [r.to_dict() for r in memory.list(limit)]})
+        return _read(lambda: {"memories": [r.to_dict() for r in memory.list(limit)]})
 
     def trace(query: Query, k: K = 10) -> dict[str, Any]:
-        return _call(lambda: memory.recall(query, k=k, trace=True).to_dict())
+        return _read(lambda: memory.recall(query, k=k, trace=True).to_dict())
 
     def health() -> dict[str, Any]:
-        return _call(memory.health)
+        return _read(memory.health)
+
+    def profiles() -> dict[str, Any]:
+        return _call(lambda: {"profiles": [p.to_dict() for p in listed(memory.store)]})
+
+    def _read(action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``action``, whose empty answer on a profile holding nothing while others do says
+        so instead (most likely a misconfigured name: the error names the others)."""
+
+        def run() -> dict[str, Any]:
+            try:
+                answer = action()
+            except NotFound:
+                require(memory)
+                raise
+            if not any(answer.get(key) for key in ("results", "memories", "id")):
+                require(memory)
+            return answer
+
+        return _call(run)
 
     tools: list[tuple[Callable[..., dict[str, Any]], str]] = [
         (remember, REMEMBER),
@@ -270,6 +295,7 @@ def build_server(memory: Memory) -> MCPServer:
         (list_recent, LIST_RECENT),
         (trace, TRACE),
         (health, HEALTH),
+        (profiles, PROFILES),
     ]
     # WARNING: the SDK logs every rejected call at INFO, which is the agent's business, not ours.
     return MCPServer(

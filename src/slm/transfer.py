@@ -1,31 +1,41 @@
-"""JSON Lines import and export: the bulk path in and a lossless copy out.
+"""JSON Lines import and export: the bulk path in and a lossless copy out
+(docs/transfer.md describes every key).
 
 One JSON object per line with the fields of :class:`slm.MemoryInput` (``content``
 required; ``id``, ``event_time``, ``recorded_at``, ``source``, ``confidence``,
 ``metadata``, ``tags``, the validity ``valid_from``, ``valid_to``, ``superseded_by`` and
 ``supersedes`` optional). Export writes these fields but ``supersedes``, so an exported
-file imports back with the same ids, times, metadata and validity (the probable updates
-between memories are derived from their text again, the same way). Import validates the whole file
+file imports back with the same times, metadata and validity (the probable updates between
+memories are derived from their text again, the same way). Import validates the whole file
 before storing anything, then stores it in batches; identical content is never stored
 twice, so re-running an interrupted import completes it without duplicates.
+
+Ids are unique in a store. A line's ``id`` is kept when it is free; when another memory
+holds it (importing into another profile of the same store, say) the memory gets a new id,
+and every reference to it in the file (``superseded_by``, feedback's ``memory_id``) is
+rewritten the same way, so links never point into another profile. A ``superseded_by`` that
+names no memory of the file or of the profile is refused before anything is stored.
 
 The profile's feedback follows its memories, one line each: ``{"feedback": {"memory_id",
 "useful", "query_id", "at", "request"}}`` (``request``: what the recall named by
 ``query_id`` asked, so the imported profile can learn from it again). Import records
-each event once, after the memories, skipping those already there.
+each event once, after the memories, skipping those already there; the report counts
+those it skipped.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
 from slm import validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
+from slm.items import content_hash
 from slm.models import to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback_rows import MAX_FEEDBACK
@@ -53,6 +63,20 @@ class ImportReport:
     existing: int
     #: feedback events recorded (those already there are not counted)
     feedback: int = 0
+    #: memories stored under a new id because another memory of the store held theirs
+    renamed: int = 0
+    #: feedback events not recorded: already there, or older than the profile's own label
+    feedback_skipped: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "read": self.read,
+            "stored": self.stored,
+            "existing": self.existing,
+            "renamed": self.renamed,
+            "feedback": self.feedback,
+            "feedback_skipped": self.feedback_skipped,
+        }
 
 
 def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -99,6 +123,7 @@ def import_jsonl(
 ) -> ImportReport:
     """Store every line of ``path``; see the module docstring for guarantees."""
     check_jsonl(memory, path)
+    ids, renamed = _plan_ids(memory, path)
     read = stored = 0
     feedback: list[dict[str, Any]] = []
     with _open(path) as handle:
@@ -107,7 +132,7 @@ def import_jsonl(
             if "feedback" in item:
                 feedback.append(item)
                 continue
-            batch.append(item)
+            batch.append(_renamed(item, ids))
             if len(batch) == IMPORT_BATCH:
                 stored += _store(memory, batch)
                 read += len(batch)
@@ -119,14 +144,86 @@ def import_jsonl(
             read += len(batch)
             if progress:
                 progress(len(batch))
-    recorded = _store_feedback(memory, feedback)
-    return ImportReport(read=read, stored=stored, existing=read - stored, feedback=recorded)
+    recorded = _store_feedback(memory, feedback, ids)
+    return ImportReport(
+        read=read,
+        stored=stored,
+        existing=read - stored,
+        feedback=recorded,
+        renamed=renamed,
+        feedback_skipped=len(feedback) - recorded,
+    )
+
+
+def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
+    """The id each line's ``id`` will have in this store: itself when free; the stored
+    memory's when the profile (or an earlier line) already holds the same content; a new
+    one when another memory holds it. Refuses a ``superseded_by`` that names no memory of
+    the file or the profile, before anything is stored. Also returns how many memories
+    to store get a new id."""
+    wanted: dict[str, str] = {}  # line id -> content hash
+    links: list[tuple[int, str]] = []
+    with _open(path) as handle:
+        for number, item in _lines(handle):
+            if "feedback" in item:
+                continue
+            if item.get("id") is not None:
+                wanted.setdefault(str(item["id"]), content_hash(validate.content(item["content"])))
+            if item.get("superseded_by") is not None:
+                links.append((number, str(item["superseded_by"])))
+    held = memory.store.existing(memory.profile, list(set(wanted.values())))
+    taken = _taken(memory, list(wanted))
+    plan: dict[str, str] = {}
+    by_hash: dict[str, str] = {}
+    renamed = 0
+    for old, digest in wanted.items():
+        new = held.get(digest) or by_hash.get(digest)
+        if new is None:
+            new = old if old not in taken else _fresh(taken)
+            renamed += new != old
+            taken.add(new)
+        plan[old] = by_hash[digest] = new
+    outside = [(n, target) for n, target in links if target not in plan]
+    known = {r.id for r in memory.store.get(memory.profile, [t for _, t in outside])}
+    for number, target in outside:
+        if target not in known:
+            raise InvalidInput(
+                f"line {number}: superseded_by {target} names no memory of this file or of "
+                f"profile {memory.profile!r} (nothing was imported)",
+                field="superseded_by",
+            )
+    return plan, renamed
+
+
+def _taken(memory: Memory, ids: list[str]) -> set[str]:
+    """Which of ``ids`` a memory of any profile of the store already holds."""
+    store, found = memory.store, set()
+    for profile in {*store.profiles(), memory.profile}:
+        for start in range(0, len(ids), validate.MAX_IDS_PER_CALL):
+            found |= {
+                r.id for r in store.get(profile, ids[start : start + validate.MAX_IDS_PER_CALL])
+            }
+    return found
+
+
+def _fresh(taken: set[str]) -> str:
+    while (new := secrets.token_hex(8)) in taken:
+        pass
+    return new
 
 
 def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
-    before = memory.count()
-    memory.remember_many(batch)
-    return memory.count() - before
+    """Store one batch; how many of its memories were new."""
+    return sum(done.created for done in memory.store_many(batch))
+
+
+def _renamed(item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
+    """``item`` with its own id and the one it is superseded by as planned."""
+    out = dict(item)
+    for key in ("id", "superseded_by"):
+        if out.get(key) is not None:
+            out[key] = ids.get(str(out[key]), out[key])
+    return out
 
 
 def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
@@ -197,7 +294,7 @@ _REQUEST_FIELDS = frozenset(
 )
 
 
-def _store_feedback(memory: Memory, items: list[dict[str, Any]]) -> int:
+def _store_feedback(memory: Memory, items: list[dict[str, Any]], ids: dict[str, str]) -> int:
     """Record the feedback lines not already in the profile (same memory, label, recall and
     time), nor older than the profile's own label on the same recall and memory; events on
     memories the profile lacks are skipped. Returns how many recorded."""
@@ -211,6 +308,7 @@ def _store_feedback(memory: Memory, items: list[dict[str, Any]]) -> int:
     recorded = 0
     for item in items:
         event, request = _feedback_event(item)
+        event = replace(event, memory_id=ids.get(event.memory_id, event.memory_id))
         if (event.memory_id, event.useful, event.query_id, event.created_at) in have:
             continue
         pair = (event.query_id or "", event.memory_id)

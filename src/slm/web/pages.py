@@ -27,6 +27,8 @@ from starlette.staticfiles import StaticFiles
 from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound, SlmError, outcome
+from slm.profiles import delete as delete_profile
+from slm.profiles import profiles, require
 from slm.related import related
 from slm.web import views
 from slm.web.sessions import Attempts, Session, Sessions, client_of, set_cookie_header
@@ -71,9 +73,14 @@ def render(
     def url(path: str, **params: Any) -> str:
         return views.address(path, profile, default, **params)
 
+    def address(path: str, name: str, **params: Any) -> str:
+        return views.address(path, name, default, **params)
+
     html = TEMPLATES.get_template(template).render(
         profile=profile,
         profiles=values.pop("profiles", [profile]),
+        counts=values.pop("counts", {}),
+        address=address,
         csrf=session.csrf if (session := session_of(request)) else "",
         locked=bool(state and state.token),
         url=url,
@@ -119,10 +126,10 @@ class Page:
     """One page request: its profile (``?profile=``, else the server's default) and a lease
     on that profile's memory."""
 
-    def __init__(self, request: Request) -> None:
+    def __init__(self, request: Request, profile: str | None = None) -> None:
         self.request = request
         self.params = request.query_params
-        self.profile = validate.profile(self.params.get("profile") or _default(request))
+        self.profile = profile or validate.profile(self.params.get("profile") or _default(request))
 
     @contextmanager
     def memory(self) -> Iterator[Memory]:
@@ -130,10 +137,12 @@ class Page:
             yield memory
 
     def render(self, template: str, memory: Memory, status: int = 200, **values: Any) -> Response:
-        profiles = sorted({*memory.store.profiles(), self.profile, _default(self.request)})
+        counts = {p.name: p.memories for p in profiles(memory.store)}
+        names = sorted({*counts, self.profile, _default(self.request)})
         return render(
-            self.request, template, status, profile=self.profile, profiles=profiles, **values
-        )
+            self.request, template, status, profile=self.profile, profiles=names,
+            counts=counts, **values,
+        )  # fmt: skip
 
     def url(self, path: str, **params: Any) -> str:
         return views.address(path, self.profile, _default(self.request), **params)
@@ -208,6 +217,8 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
             if not query:
                 return page.render("search.html", memory, title="Search", q="", k=k, response=None)
             response = memory.recall(query, k=k, trace=True)
+            if not response.results:
+                require(memory)  # a mistyped profile says so, naming those that exist
             return page.render(
                 "search.html",
                 memory,
@@ -236,6 +247,8 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
                 before=moments["before"],
                 text=chosen["text"] or None,
             )
+            if not records and not offset:
+                require(memory)
             filters = {**chosen, **{k: v or "" for k, v in moments.items()}}
             return page.render(
                 "timeline.html",
@@ -257,6 +270,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
             try:
                 around = related(memory, memory_id)
             except InvalidInput:
+                require(memory)
                 raise _missing(memory_id, page.profile) from None
             return page.render(
                 "memory.html",
@@ -354,7 +368,49 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
     def health(request: Request) -> Response:
         page = Page(request)
         with page.memory() as memory:
-            return page.render("health.html", memory, title="Health", report=memory.health())
+            report = memory.health()
+            if not report["memories"]:
+                require(memory)
+            return page.render("health.html", memory, title="Health", report=report)
+
+    @get("/ui/profiles")
+    def profile_list(request: Request) -> Response:
+        page = Page(request)
+        with page.memory() as memory:
+            return page.render(
+                "profiles.html", memory, title="Profiles", listed=profiles(memory.store),
+                done=page.params.get("done"),
+            )  # fmt: skip
+
+    def held(memory: Memory, name: str) -> Any:
+        """The profile named in the address, as listed (refused when it holds nothing)."""
+        found = [p for p in profiles(memory.store) if p.name == name]
+        if not found:
+            require(memory)
+            raise NotFound(f"no profile {name!r} holds memories")
+        return found[0]
+
+    @get("/ui/profiles/{name}/delete")
+    def delete_form(request: Request) -> Response:
+        page = Page(request, validate.profile(request.path_params["name"]))
+        with page.memory() as memory:
+            target = held(memory, page.profile)
+            return page.render("delete-profile.html", memory, title="Delete", target=target)
+
+    def delete(request: Request, page: Page, fields: dict[str, str]) -> Response:
+        page = Page(request, validate.profile(request.path_params["name"]))
+        with page.memory() as memory:
+            target = held(memory, page.profile)
+            if fields.get("confirm", "").strip() != target.name:
+                return page.render(
+                    "delete-profile.html", memory, 400, title="Delete", target=target,
+                    error=f"Type {target.name} to confirm: nothing was deleted.",
+                )  # fmt: skip
+            delete_profile(memory)
+        return _see(views.address("/ui/profiles", _default(request), _default(request),
+                                  done="deleted"))  # fmt: skip
+
+    post("/ui/profiles/{name}/delete", delete)
 
     @get("/ui/login")
     def login_form(request: Request) -> Response:
