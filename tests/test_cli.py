@@ -52,12 +52,12 @@ def test_remember_recall_get_list_forget(run) -> None:  # type: ignore[no-untype
     assert recalled["results"][0]["id"] == record["id"]
 
     assert json.loads(run("get", record["id"], "--json").stdout)["id"] == record["id"]
-    listed = json.loads(run("list", "--limit", "5", "--json").stdout)
+    listed = json.loads(run("list", "--limit", "5", "--json").stdout)["memories"]
     assert [r["id"] for r in listed] == [record["id"]]
 
     forgotten = run("forget", record["id"], "--json")
     assert json.loads(forgotten.stdout) == {"forgotten": [record["id"]], "not_found": []}
-    assert json.loads(run("list", "--json").stdout) == []
+    assert json.loads(run("list", "--json").stdout) == {"memories": []}
 
 
 def test_human_output(run) -> None:  # type: ignore[no-untyped-def]
@@ -100,7 +100,7 @@ def test_profiles_via_option_and_env(run, monkeypatch: pytest.MonkeyPatch) -> No
     assert typo.exit_code == 1 and "no profile 'default'" in typo.output
     assert "work (1)" in typo.output
     monkeypatch.setenv("SLM_PROFILE", "work")
-    assert len(json.loads(run("list", "--json").stdout)) == 1
+    assert len(json.loads(run("list", "--json").stdout)["memories"]) == 1
 
 
 def test_profiles_are_listed_counted_and_deleted_with_care(run) -> None:  # type: ignore[no-untyped-def]
@@ -145,13 +145,13 @@ BAD = [
 @pytest.mark.parametrize(("args", "message"), BAD)
 def test_bad_input_one_line_error(run, args: list[str], message: str) -> None:  # type: ignore[no-untyped-def]
     run("remember", "a first memory")
-    run("forget", json.loads(run("list", "--json").stdout)[0]["id"])
+    run("forget", json.loads(run("list", "--json").stdout)["memories"][0]["id"])
     result = run(*args)
     assert result.exit_code != 0
     assert message in result.stderr
     assert "Traceback" not in result.output + result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
-    assert json.loads(run("list", "--json").stdout) == []
+    assert json.loads(run("list", "--json").stdout) == {"memories": []}
 
 
 def test_real_process_has_no_traceback(tmp_path: Path) -> None:

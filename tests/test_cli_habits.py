@@ -34,13 +34,13 @@ def one_error_line(result: Result, code: int) -> str:
 
 def test_store_options_work_after_the_command(db: Path) -> None:
     assert slm("remember", "standup at nine", "--db", db, "--profile", "work").exit_code == 0
-    listed = json.loads(slm("list", "--json", "--db", db, "--profile", "work").stdout)
+    listed = json.loads(slm("list", "--json", "--db", db, "--profile", "work").stdout)["memories"]
     assert [m["content"] for m in listed] == ["standup at nine"]
     # Given twice, the one after the command wins.
     home = slm("--db", db, "--profile", "home", "list", "--json")
     assert "no profile 'home'" in one_error_line(home, 1)  # holds nothing while work does
     assert len(json.loads(slm("--db", db, "--profile", "home", "list", "--json", "--profile",
-                              "work").stdout)) == 1  # fmt: skip
+                              "work").stdout)["memories"]) == 1  # fmt: skip
     assert "--profile" in slm("serve", "--help").stdout
     assert "--profile" in slm("mcp", "--help").stdout
     bad = slm("list", "--db", db, "--profile", "bad name!")

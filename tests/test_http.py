@@ -116,11 +116,12 @@ def test_remember_get_list_recall_forget(client: httpx.Client) -> None:
     assert record["metadata"] == {"room": "cellar"} and record["tags"] == ["house"]
     assert record["event_time"] == "2024-10-01T09:00:00Z"
     assert record.pop("created") is True and record.pop("updates") == []
+    assert record.pop("replaced") == []
     again = client.post(
         "/v1/memories", headers=headers, json={"content": "The boiler is serviced every October"}
     )
     assert again.status_code == 200
-    assert again.json() == {**record, "created": False, "updates": []}
+    assert again.json() == {**record, "created": False, "replaced": [], "updates": []}
 
     assert client.get(f"/v1/memories/{record['id']}", headers=headers).json() == record
     listed = client.get("/v1/memories", params={"limit": 5, "offset": 0}, headers=headers)
@@ -154,7 +155,7 @@ def test_batch_is_stored_all_or_nothing(client: httpx.Client) -> None:
     refused = client.post("/v1/memories", params=params, json=bad)
     assert refused.status_code == 400
     assert error_of(refused)["field"] == "memories[1].content"
-    assert client.get("/v1/memories", params=params).json() == {"memories": []}
+    assert memory_ids(client.get("/v1/memories", params=params)) == []
 
     good = {"memories": [{"content": "Deploys happen on Thursdays"}, {"content": "Tea at 4"}]}
     stored = client.post("/v1/memories", params=params, json=good)
@@ -325,6 +326,10 @@ def test_feedback_is_recorded_listed_refused_and_reset(client: httpx.Client) -> 
 # -- profiles, hosts and tokens -----------------------------------------------------------------
 
 
+def memory_ids(response: httpx.Response) -> list[str]:
+    return ids_in(response, "memories")
+
+
 def ids_in(response: httpx.Response, key: str) -> list[str]:
     """The ids a listing or recall answered with; none when the profile holds nothing (a 404
     that names the profiles that do exist)."""
@@ -341,6 +346,7 @@ def test_profiles_are_isolated(client: httpx.Client) -> None:
         "/v1/memories", headers=alice, json={"content": "Alice's locker is 42"}
     ).json()
     assert record.pop("created") is True and record.pop("updates") == []
+    assert record.pop("replaced") == []
     memory_id = record["id"]
     for other in ({"X-SLM-Profile": "bob"}, {}):
         listed = client.get("/v1/memories", headers=other)
@@ -561,3 +567,17 @@ def test_patch_replaces_a_memory(client: httpx.Client) -> None:
     twice = client.delete(undo, headers=headers)
     assert twice.status_code == 400 and "no link to undo" in error_of(twice)["message"]
     assert client.delete(undo).status_code == 404  # another profile
+
+
+def test_a_busy_port_is_one_line_and_status_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            slm(tmp_path / "busy.db", "serve", "--port", str(port)),
+            env=server_env(tmp_path), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot listen on")
+    assert "already in use" in done.stderr

@@ -90,8 +90,29 @@ def test_tools_are_listed_with_guidance(tmp_path: Path) -> None:
         assert (confidence["minimum"], confidence["maximum"]) == (0, 1)
         limit = listed["list_recent"].input_schema["properties"]["limit"]
         assert (limit["minimum"], limit["maximum"]) == (1, 10_000)
+        # The tool table in docs/integrations.md says what the running server offers.
+        documented = documented_tools()
+        assert set(documented) == set(listed)
+        for name, tool in listed.items():
+            named = {arg.rstrip("?") for arg in documented[name]}
+            assert named == set(tool.input_schema["properties"]), name
+            required = {arg for arg in documented[name] if not arg.endswith("?")}
+            assert required == set(tool.input_schema.get("required", [])), name
 
     run_session(tmp_path, scenario)
+
+
+def documented_tools() -> dict[str, list[str]]:
+    """The MCP tool table of docs/integrations.md: each tool and the arguments it names."""
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "integrations.md").read_text()
+    table = text[text.index("| tool | arguments |") :].split("\n\n", 1)[0]
+    tools = {}
+    for row in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        tools[cells[0].strip("`")] = re.findall(r"`([a-z_]+\??)`", cells[1])
+    return tools
 
 
 def test_server_reports_its_version(tmp_path: Path) -> None:
@@ -162,6 +183,7 @@ def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
         assert "trace" in data(await client.call_tool("trace", {"query": "Priya cats"}))
 
         assert stored.pop("created") is True and stored.pop("updates") == []
+        assert stored.pop("replaced") == []
         assert data(await client.call_tool("get", {"id": stored["id"]})) == stored
         recent = data(await client.call_tool("list_recent", {"limit": 1}))["memories"]
         assert [m["content"] for m in recent] == ["Deploys happen on Thursdays"]
@@ -197,6 +219,8 @@ def test_invalid_calls_are_tool_errors_and_the_server_lives_on(tmp_path: Path) -
         for name, arguments, expected in cases:
             message = error_text(await client.call_tool(name, arguments))
             assert expected in message, (name, arguments, message)
+            # One line that says what was wrong: no pydantic dump, no web address.
+            assert "\n" not in message and "pydantic" not in message, message
         assert data(await client.call_tool("health", {}))["memories"] == 0
 
     run_session(tmp_path, scenario)

@@ -243,7 +243,7 @@ def list_(
     with obj.memory(create=False) as memory:
         records = memory.list(limit, offset, source=source, tags=tags)
     if as_json:
-        emit([r.to_dict() for r in records])
+        emit({"memories": [r.to_dict() for r in records]})
     elif not records:
         chosen = " matching these filters" if source is not None or tags else ""
         past = f" past the first {offset}" if offset else ""

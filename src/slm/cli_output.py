@@ -84,6 +84,8 @@ def remembered(done: Any) -> str:
     if not done.created:
         return f"already stored as {done.memory.id} (identical content)"
     line = f"remembered {done.memory.id}"
+    if done.replaced:
+        line += f"; it replaces {', '.join(done.replaced)}"
     if done.updates:
         line += f"; it probably updates {', '.join(done.updates)} (same fact, another value)"
     return line

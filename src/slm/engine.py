@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -37,7 +37,7 @@ from slm.ingest.standing import standing_statements
 from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
-from slm.models import MemoryRecord, NewMemory
+from slm.models import MemoryRecord, NewMemory, Remembered
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
@@ -53,22 +53,6 @@ log.addHandler(logging.NullHandler())
 _EMBEDDER_META = "embedder"
 #: Threads that embed questions while their recalls read the lexical index.
 QUERY_THREADS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class Remembered:
-    """What :meth:`Memory.store_many` did with one item: the stored memory, and whether it
-    was stored by this call (False: identical content was already there)."""
-
-    memory: MemoryRecord
-    created: bool
-    #: ids of stored memories this one probably updates (``slm.ingest.facts``; with the
-    #: ``auto`` update policy they are superseded)
-    updates: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The memory's fields, with ``created`` and ``updates``."""
-        return {**self.memory.to_dict(), "created": self.created, "updates": list(self.updates)}
 
 
 class Memory:
@@ -194,8 +178,9 @@ class Memory:
         tags: Sequence[str] = (),
         supersedes: Sequence[str] = (),
         valid_from: datetime | str | None = None,
-    ) -> MemoryRecord:
-        """Store one memory and return it; identical content returns the stored one.
+    ) -> Remembered:
+        """Store one memory and say what was done (it reads as the stored memory too);
+        identical content returns the stored one, with ``created`` False.
 
         ``supersedes`` names stored memories this one replaces: they stop holding when it
         starts (``valid_from``, default its event time) and recall leaves them out.
@@ -210,7 +195,7 @@ class Memory:
             supersedes=supersedes,
             valid_from=valid_from,
         )
-        return self.remember_many([item])[0]
+        return self.store_many([item])[0]
 
     def update(
         self,
@@ -251,12 +236,11 @@ class Memory:
                 field="newer_id",
             )
 
-    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[MemoryRecord]:
-        """Store a batch in one transaction with batched embedding; one record per item.
-
-        The whole batch is validated first: one bad item rejects the batch and stores nothing.
-        """
-        return [r.memory for r in self.store_many(items)]
+    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
+        """Store a batch in one transaction with batched embedding; what was done with each
+        item, in order (:meth:`store_many`). The whole batch is validated first: one bad
+        item rejects the batch and stores nothing."""
+        return self.store_many(items)
 
     def store_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
         """:meth:`remember_many`, saying for each item whether it was stored now
@@ -311,7 +295,10 @@ class Memory:
             created = c.content_hash not in known
             known.setdefault(c.content_hash, ids[c.content_hash])
             id_ = ids[c.content_hash]
-            out.append(Remembered(records[id_], created, updates.get(id_, ()) if created else ()))
+            found_ids = updates.get(id_, ()) if created else ()
+            said = tuple(c.supersedes)
+            kept = tuple(i for i in found_ids if i not in said)
+            out.append(Remembered(records[id_], created, kept, said))
         return out
 
     def _check_supersedes(self, checked: Sequence[NewMemory], known: Mapping[str, str]) -> None:

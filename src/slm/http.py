@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import socket
 import threading
 import time
 from collections import OrderedDict
@@ -457,16 +458,37 @@ def serve(
         token=token,
         loopback_only=not token,
     )
+    try:
+        listening = _listen(host, port)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server on this "
+            "port? choose another with --port)"
+        ) from None
     config = uvicorn.Config(
         app, host=host, port=port, log_level=log_level, access_log=False, server_header=False
     )
     server = uvicorn.Server(config)
     if ready is not None:
         threading.Thread(target=_announce, args=(server, host, ready), daemon=True).start()
-    with contextlib.suppress(KeyboardInterrupt):  # stopped by the user: a clean exit
-        server.run()
+    with listening, contextlib.suppress(KeyboardInterrupt):  # stopped by the user: clean
+        server.run(sockets=[listening])
     if not server.started:
         raise ConfigError(f"the server could not start on {host}:{port} (is the port in use?)")
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound here so a busy port is one clear error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((host.strip("[]"), port))
+        listening.listen(2048)
+    except OSError:
+        listening.close()
+        raise
+    return listening
 
 
 def _announce(server: uvicorn.Server, host: str, ready: Callable[[str], None]) -> None:

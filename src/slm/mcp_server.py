@@ -304,7 +304,36 @@ def build_server(memory: Memory) -> MCPServer:
         instructions=INSTRUCTIONS,
         log_level="WARNING",
         tools=[_strict(Tool.from_function(fn, description=text)) for fn, text in tools],
+        middleware=[_one_line_errors],
     )
+
+
+async def _one_line_errors(ctx: Any, call_next: Any) -> Any:
+    """Tool errors in one line: the SDK reports arguments that fail their schema as
+    pydantic's multi-line dump with a web address; the agent gets ``field: message`` for
+    each instead, the way the library's own errors read."""
+    result = await call_next(ctx)
+    if isinstance(result, dict) and result.get("isError") and result.get("content"):
+        first = result["content"][0]
+        text = first.get("text") if isinstance(first, dict) else None
+        if isinstance(text, str) and "\n" in text:
+            content = [{**first, "text": _one_line(text)}, *result["content"][1:]]
+            result = {**result, "content": content}
+    return result
+
+
+def _one_line(text: str) -> str:
+    """``Error executing tool t: 2 validation errors for tArguments\nk\n  Input should be
+    ... [type=...]`` -> ``Error executing tool t: k: Input should be ...; ...``."""
+    head, _, dump = text.partition(": ")
+    found, field = [], None
+    for line in dump.splitlines()[1:]:
+        if not line.startswith(" "):
+            field = line.strip()
+        elif field is not None and "errors.pydantic.dev" not in line:
+            found.append(f"{field}: {line.strip().split(' [type=')[0]}")
+            field = None
+    return f"{head}: {'; '.join(found)}" if found else " ".join(text.split())
 
 
 def _strict(tool: Tool) -> Tool:

@@ -105,3 +105,46 @@ class NewMemory:
     supersedes: tuple[str, ...] = ()
     #: (slot, value) of each single-valued fact the text states (``slm.ingest.facts``)
     facts: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """What a write did with one item (``remember``, ``remember_many``, ``update``): the
+    stored memory, whether this call stored it (False: identical content was already
+    there), the memories it replaces by the caller's word (``supersedes``, ``update``) and
+    those it probably updates (found by slm; with the ``auto`` policy, superseded too).
+
+    It reads as the stored memory as well (``done.id``, ``done.content``...), so code that
+    only wants the record keeps working.
+    """
+
+    memory: MemoryRecord
+    created: bool
+    #: ids of stored memories this one probably updates (found by slm, not said)
+    updates: tuple[str, ...] = ()
+    #: ids of stored memories this one replaces because the caller said so
+    replaced: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.memory, name)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to another answer with the same fields, and to its stored record."""
+        if isinstance(other, MemoryRecord):
+            return self.memory == other
+        if isinstance(other, Remembered):
+            return (self.memory, self.created, self.updates, self.replaced) == (
+                other.memory, other.created, other.updates, other.replaced,
+            )  # fmt: skip
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a record holds metadata, a dict
+
+    def to_dict(self) -> dict[str, Any]:
+        """The memory's fields, with ``created``, ``replaced`` and ``updates``."""
+        return {
+            **self.memory.to_dict(),
+            "created": self.created,
+            "replaced": list(self.replaced),
+            "updates": list(self.updates),
+        }

@@ -120,8 +120,14 @@ def current_first(
 
 
 def newer_ids(updates: Sequence[Update], key: int) -> tuple[str, ...]:
-    """Ids of the probable updates of memory ``key`` (explicit supersession aside)."""
-    return tuple(dict.fromkeys(u.newer_id for u in updates if u.older == key and not u.explicit))
+    """Ids of the probable updates of memory ``key``: not those that replace it by the
+    caller's word (``superseded_by`` says so already)."""
+    said = {u.newer for u in updates if u.older == key and u.explicit}
+    return tuple(
+        dict.fromkeys(
+            u.newer_id for u in updates if u.older == key and not u.explicit and u.newer not in said
+        )
+    )
 
 
 def _groups(updates: Sequence[Update]) -> list[set[int]]:
