@@ -188,3 +188,26 @@ def test_no_install_hint_names_the_other_projects_distribution() -> None:
     ]
     assert found == []
     assert "slm-memory" in (root / "pyproject.toml").read_text()
+
+
+def test_reindex_reports_progress_while_it_lasts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from slm import Memory, Settings, cli_output
+    from slm.cli import cli
+
+    store = tmp_path / "big.db"
+    with Memory(store, settings=Settings(embedder="fake")) as memory:
+        memory.remember_many([{"content": f"note {i} about topic {i % 7}"} for i in range(1200)])
+    monkeypatch.setattr(cli_output, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    done = CliRunner().invoke(cli, ["--db", str(store), "reindex"])
+    assert done.exit_code == 0, done.output
+    assert done.stderr.splitlines() == [
+        "reindexed 500 of 1200", "reindexed 1000 of 1200", "reindexed 1200 of 1200",
+    ]  # fmt: skip
+    assert done.stdout == "reindexed 1200 memories\n"
+    quiet = CliRunner().invoke(cli, ["--db", str(store), "reindex", "--quiet"])
+    assert quiet.stderr == ""

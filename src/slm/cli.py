@@ -108,6 +108,10 @@ def remember(
         "valid_from": valid_from,
     }
     with obj.memory() as memory:
+        size = len(text.encode("utf-8", "replace"))
+        if size > LONG_TEXT_BYTES and sys.stderr.isatty():
+            click.echo(f"storing a text of {size // 1024} KiB: reading every passage of it "
+                       "takes a while (about a second per 30 KiB here)...", err=True)  # fmt: skip
         (done,) = memory.store_many([item])
     _report(done, as_json)
 
@@ -283,6 +287,11 @@ def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
         emit({"unlinked": {"older": older_id, "newer": newer_id}})
     else:
         click.echo(f"{newer_id} no longer replaces {older_id}")
+
+
+#: A text this long takes seconds to store (each of its passages is embedded): on a
+#: terminal, ``slm remember`` says so before it starts.
+LONG_TEXT_BYTES = 64 * 1024
 
 
 @cli.command(name="import")
@@ -461,12 +470,16 @@ def _trace_contents(memory: Memory, response: RecallResponse) -> dict[str, str]:
 
 
 @cli.command()
+@quiet_option
 @json_option
 @click.pass_obj
-def reindex(obj: Context, as_json: bool) -> None:
+def reindex(obj: Context, quiet: bool, as_json: bool) -> None:
     """Rebuild the derived indexes (lexical, entities, dates, graph) from the stored memories."""
-    with obj.memory(create=False) as memory:
-        count = memory.reindex()
+    with (
+        obj.memory(create=False) as memory,
+        progress(memory.count(), "reindexed", quiet) as update,
+    ):
+        count = memory.reindex(progress=update)
     if as_json:
         emit({"reindexed": count})
     else:

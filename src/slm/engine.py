@@ -7,7 +7,7 @@ store transaction. Reading: validate -> :func:`slm.recall.recall` (the read path
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -391,9 +391,10 @@ class Memory:
         counts = self.store.source_feedback(self.profile, [name]).get(name, (0, 0))
         return source_trust(*counts, prior=self.settings.trust_prior)
 
-    def reindex(self, batch: int = 500) -> int:
+    def reindex(self, batch: int = 500, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild every derived index of the profile (lexical, entities, dates, graph) from
-        the stored memories and their stored embeddings; returns how many were reindexed."""
+        the stored memories and their stored embeddings; returns how many were reindexed
+        (``progress`` is told each batch's size as it is done)."""
         self.store.rebuild_vectors(self.profile)
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
@@ -422,6 +423,8 @@ class Memory:
                 items.append((record.key, derived))
             self.store.rederive(self.profile, items)
             done += len(records)
+            if progress is not None:
+                progress(len(records))
             after = records[-1].key
         return done
 
