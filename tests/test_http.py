@@ -581,3 +581,22 @@ def test_a_busy_port_is_one_line_and_status_1(tmp_path: Path) -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: cannot listen on")
     assert "already in use" in done.stderr
+
+
+def test_the_documented_errors_are_what_the_server_says(client: httpx.Client) -> None:
+    import json
+    import re
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "integrations.md").read_text()
+    block = text[text.index("### Errors") :]
+    documented = [json.loads(line) for line in re.search(r"```json\n(.*?)```", block, re.S)
+                  .group(1).splitlines()]  # type: ignore[union-attr]  # fmt: skip
+    headers = {"X-SLM-Profile": "default"}
+    client.post("/v1/memories", headers=headers, json={"content": "Priya is allergic to cats"})
+    said = [
+        client.post("/v1/memories", headers=headers,
+                    json={"memories": [{"content": "ok"}, {"content": 5}]}),
+        client.post("/v1/recall", headers=headers, json={"query": "x", "k": 0}),
+        client.get("/v1/memories/3f2a9c0d1e4b5a67", headers=headers),
+    ]  # fmt: skip
+    assert [response.json() for response in said] == documented

@@ -266,12 +266,16 @@ def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
     with obj.memory(create=False) as memory:
         removed = memory.forget(ids)
     missing = [i for i in dict.fromkeys(ids) if i not in removed]
+    done = f"forgot {len(removed)} memor{'y' if len(removed) == 1 else 'ies'}"
     if as_json:
         emit({"forgotten": removed, "not_found": missing})
+        if missing:
+            sys.exit(1)
+    elif missing:  # one line, on stderr, that also says what was done
+        where = f"profile {memory.profile!r}"
+        raise NotFound(f"{done}; not found in {where}: {', '.join(missing)}")
     else:
-        click.echo(f"forgot {len(removed)} memor{'y' if len(removed) == 1 else 'ies'}")
-    if missing:
-        raise NotFound(f"not found in this profile: {', '.join(missing)}")
+        click.echo(done)
 
 
 @cli.command()
