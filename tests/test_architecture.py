@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "lexicon", "graphview", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "supersede", "items", "labelled", "related", "profiles"},
+    {"engine", "supersede", "items", "labelled", "related", "profiles", "conversations"},
     {"cli", "cli_base", "cli_output", "cli_calibrate", "cli_servers", "mcp_server", "http",
      "http_guard", "cli_profiles",
      "http_models", "web", "migrate", "transfer", "backup", "demo", "__init__", "__main__"},

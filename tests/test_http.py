@@ -465,6 +465,7 @@ OPERATIONS = [
     ("GET", "/v1/feedback"),
     ("DELETE", "/v1/feedback"),
     ("GET", "/v1/profiles"),
+    ("POST", "/v1/conversations"),
     ("DELETE", "/v1/profiles/{name}"),
 ]
 
@@ -600,3 +601,23 @@ def test_the_documented_errors_are_what_the_server_says(client: httpx.Client) ->
         client.get("/v1/memories/3f2a9c0d1e4b5a67", headers=headers),
     ]  # fmt: skip
     assert [response.json() for response in said] == documented
+
+
+def test_a_conversation_is_stored_as_it_is(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "chat"}
+    body = {
+        "session": "s1",
+        "messages": [
+            {"role": "user", "name": "Maya", "content": "I live in Porto.", "time": "2024-03-01"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Noted, Porto."}]},
+        ],
+    }
+    made = client.post("/v1/conversations", headers=headers, json=body)
+    assert made.status_code == 201, made.text
+    stored = made.json()["memories"]
+    assert [m["content"] for m in stored] == ["Maya: I live in Porto.", "assistant: Noted, Porto."]
+    assert stored[0]["metadata"] == {"role": "user", "message": 0, "session": "s1"}
+    assert client.post("/v1/conversations", headers=headers, json=body).status_code == 200
+    bad = {"messages": [{"role": "user", "content": "ok"}, {"role": "user", "content": 5}]}
+    refused = client.post("/v1/conversations", headers=headers, json=bad)
+    assert refused.status_code == 400 and error_of(refused)["field"].startswith("messages[1]")

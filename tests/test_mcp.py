@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, TextContent
 
 TOOLS = {
     "remember",
+    "remember_conversation",
     "update",
     "unlink",
     "recall",
@@ -380,3 +381,20 @@ def test_a_message_the_server_cannot_read_gets_an_error_reply(tmp_path: Path) ->
     assert all("\n" not in error["message"] for error in errors.values())
     listed = next(reply for reply in replies if reply.get("id") == 5)
     assert {tool["name"] for tool in listed["result"]["tools"]} == TOOLS
+
+
+def test_a_conversation_is_stored_through_mcp(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        messages = [
+            {"role": "user", "content": "Standup moved to 9:30."},
+            {"role": "assistant", "content": "Got it."},
+        ]
+        done = data(await client.call_tool("remember_conversation", {"messages": messages}))
+        assert [m["content"] for m in done["memories"]] == [
+            "user: Standup moved to 9:30.",
+            "assistant: Got it.",
+        ]
+        refused = await client.call_tool("remember_conversation", {"messages": [{"role": "x"}]})
+        assert "messages[0].content" in error_text(refused)
+
+    run_session(tmp_path, scenario)

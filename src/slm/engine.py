@@ -242,6 +242,16 @@ class Memory:
         item rejects the batch and stores nothing."""
         return self.store_many(items)
 
+    def remember_conversation(
+        self, conversation: object, *, session: str | None = None
+    ) -> list[Remembered]:
+        """Store a chat conversation as it is, one memory per message with its speaker, role,
+        session and time (:mod:`slm.conversations`); checked whole before anything is stored."""
+        from slm import conversations
+
+        items = conversations.memories(conversation, session=session)
+        return [done for part in conversations.batches(items) for done in self.store_many(part)]
+
     def store_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
         """:meth:`remember_many`, saying for each item whether it was stored now
         (``created``) or its content was already stored (the first of several identical

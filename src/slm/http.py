@@ -44,6 +44,7 @@ try:
 
     from slm.http_guard import Guard, error_response, is_page
     from slm.http_models import (
+        ConversationIn,
         FeedbackIn,
         Forgotten,
         MemoryBatch,
@@ -223,6 +224,16 @@ def _add_routes(app: FastAPI) -> None:
         out = [d.to_dict() for d in done]
         data = {"memories": out} if isinstance(body, MemoryBatch) else out[0]
         return JSONResponse(data, status_code=201 if any(d.created for d in done) else 200)
+
+    @app.post("/v1/conversations", status_code=201, responses={**ok(None, 201), 200: {}})
+    def remember_conversation(body: ConversationIn, memory: Mem) -> JSONResponse:
+        """Store a chat conversation as it is (OpenAI or Anthropic message shape): one memory
+        per message, with its speaker, role, session and time; checked whole first."""
+        done = memory.remember_conversation(body.model_dump(exclude_none=True))
+        return JSONResponse(
+            {"memories": [d.to_dict() for d in done]},
+            status_code=201 if any(d.created for d in done) else 200,
+        )
 
     @app.post("/v1/recall", responses=ok(RecallOut))
     def recall(body: RecallIn, memory: Mem) -> JSONResponse:

@@ -76,6 +76,25 @@ RememberBody = Annotated[
 ]
 
 
+class MessageIn(_Body):
+    """One chat message, as the OpenAI and Anthropic chat APIs write them."""
+
+    role: str = Field(description="user, assistant, system, ...")
+    content: str | list[Any] = Field(description="The text, or a list of parts (text parts kept).")
+    name: str | None = Field(default=None, description="The speaker's name, if not the role.")
+    time: str | float | None = Field(
+        default=None, description="When it was said: ISO 8601 or Unix seconds."
+    )
+
+
+class ConversationIn(_Body):
+    """A conversation to store as it is: one memory per message."""
+
+    messages: list[MessageIn] = Field(min_length=1, max_length=100_000)
+    session: str | None = Field(default=None, description="A name for this conversation.")
+    time: str | None = Field(default=None, description="When it started (ISO 8601).")
+
+
 class RecallIn(_Body):
     query: str = Field(min_length=1, description="The question, in plain words (at most 4 KiB).")
     k: int = Field(10, ge=1, le=validate.MAX_K, description="How many results.")

@@ -52,6 +52,10 @@ with names and dates ("Priya is allergic to cats"). Identical text is stored onc
 says whether this call stored it). A fact that changed: use `update`, or name the old
 memory in `supersedes`; `updates` lists memories this one probably replaces."""
 
+CONVERSATION = """Store a whole conversation as it is: a list of chat messages (role, content,
+optional name and time, as chat APIs write them), one memory per message with its speaker,
+role and time. Use it to keep a transcript; use remember for a single durable fact."""
+
 UPDATE = """Replace a stored memory that is no longer true ("Priya moved to Porto" replacing "Priya
 lives in Lisbon"): the new text is stored as a new memory, the old one stays readable but
 recall stops returning it. Pass the id of the old memory (from recall, get or list_recent)."""
@@ -166,6 +170,19 @@ def build_server(memory: Memory) -> MCPServer:
                 ]
             )
             return done.to_dict()
+
+        return _call(run)
+
+    def remember_conversation(
+        messages: Annotated[
+            list[dict[str, Any]],
+            Field(description="The messages, oldest first.", min_length=1, max_length=100_000),
+        ],
+        session: Annotated[str | None, Field(description="A name for this conversation.")] = None,
+    ) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            done = memory.remember_conversation(messages, session=session)
+            return {"memories": [d.to_dict() for d in done]}
 
         return _call(run)
 
@@ -286,6 +303,7 @@ def build_server(memory: Memory) -> MCPServer:
 
     tools: list[tuple[Callable[..., dict[str, Any]], str]] = [
         (remember, REMEMBER),
+        (remember_conversation, CONVERSATION),
         (update, UPDATE),
         (unlink, UNLINK),
         (recall, RECALL),

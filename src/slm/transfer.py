@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from slm import validate
+from slm.conversations import is_conversation, memories
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
 from slm.items import content_hash
@@ -80,16 +81,57 @@ class ImportReport:
 
 
 def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each line's item, a conversation line (``{"messages": [...]}`` or a list of messages)
+    expanded into its memories. A file that is one JSON document rather than lines (a
+    conversation, or a list of them, as a chat export writes it) is read whole."""
+    first = True
     for number, line in enumerate(handle, start=1):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"line {number}: not valid JSON ({exc.msg})") from None
+            whole = _whole(handle) if first else None
+            if whole is None:
+                raise InvalidInput(f"line {number}: not valid JSON ({exc.msg})") from None
+            for conversation in whole:
+                yield from _conversation(number, conversation)
+            return
+        first = False
+        if is_conversation(item) or isinstance(item, list):
+            yield from _conversation(number, item)
+            continue
         if not isinstance(item, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
         yield number, item
+
+
+def _whole(handle: IO[str]) -> list[Any] | None:
+    """The conversations of a file that is one JSON document, when its first line did not
+    parse alone (None when it is not one either)."""
+    if not handle.seekable():
+        return None
+    handle.seek(0)
+    try:
+        document = json.load(handle)
+    except json.JSONDecodeError:
+        return None
+    if is_conversation(document):
+        return [document]
+    if isinstance(document, list) and document and all(map(is_conversation, document)):
+        return list(document)
+    return None
+
+
+def _conversation(number: int, conversation: object) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        items = memories(conversation)
+    except InvalidInput as exc:
+        raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
+    for item in items:
+        fields = {"content": item.content, "event_time": item.event_time,
+                  "source": item.source, "metadata": item.metadata}  # fmt: skip
+        yield number, {key: value for key, value in fields.items() if value is not None}
 
 
 def _open(path: str | Path) -> IO[str]:

@@ -1,0 +1,147 @@
+"""Conversations in as they are: a list of chat messages, in the shape the OpenAI and
+Anthropic chat APIs use, becomes one memory per message.
+
+A message is ``{"role", "content", "name"?, "time"?}``: ``content`` is a string or a list of
+parts (``{"type": "text", "text": ...}``; other parts such as images or tool calls are left
+out); ``time`` (also ``timestamp`` or ``created_at``) is ISO 8601 or Unix seconds. A
+conversation is a list of messages or ``{"messages": [...], "session"?, "time"?}``.
+
+Each message is stored the way a turn stored by itself is (and as the benchmarks store
+theirs): the text labelled with its speaker (``"Maya: I moved to Lisbon"``), the speaker as
+the source, its time as the event time (else the conversation's, else now), and its role,
+session and position in the metadata. So the conversational reading applies unchanged: the
+user's and the assistant's words, standing instructions, preferences, facts that change.
+A message without text (only an image or a tool call) is skipped. A malformed conversation
+is refused whole, naming the message and the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from slm import validate
+from slm.errors import InvalidInput
+from slm.items import MemoryInput, check_item
+
+#: The most messages one conversation may hold.
+MAX_MESSAGES = 100_000
+_MESSAGE_FIELDS = frozenset({"role", "content", "name", "time", "timestamp", "created_at"})
+_CONVERSATION_FIELDS = frozenset({"messages", "session", "time"})
+
+
+def is_conversation(value: object) -> bool:
+    """Whether ``value`` looks like a conversation (rather than one memory)."""
+    if isinstance(value, Mapping):
+        return "messages" in value
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(m, Mapping) and "role" in m for m in value)
+    )
+
+
+def memories(conversation: object, *, session: str | None = None) -> list[MemoryInput]:
+    """The memories of ``conversation`` (a list of messages or ``{"messages": ...}``), in
+    order; :class:`InvalidInput` naming the message and field of the first problem."""
+    start: datetime | None = None
+    if isinstance(conversation, Mapping):
+        unknown = sorted(set(map(str, conversation)) - _CONVERSATION_FIELDS)
+        if unknown:
+            raise InvalidInput(f"unknown conversation field(s) {', '.join(unknown)}",
+                               field=unknown[0])  # fmt: skip
+        given = conversation.get("session")
+        if given is not None and session is None:
+            session = _text(given, "session")
+        start = validate.timestamp(conversation.get("time"), "time")
+        conversation = conversation.get("messages")
+    if not isinstance(conversation, list):
+        raise InvalidInput("messages must be a list of messages", field="messages")
+    if not conversation:
+        raise InvalidInput("messages is empty: a conversation needs at least one", field="messages")
+    if len(conversation) > MAX_MESSAGES:
+        raise InvalidInput(f"more than {MAX_MESSAGES} messages in one conversation",
+                           field="messages")  # fmt: skip
+    out = []
+    for index, message in enumerate(conversation):
+        try:
+            item = _memory(message, index, session, start)
+        except InvalidInput as exc:
+            field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
+            raise InvalidInput(f"{field}: {exc}", field=field, index=index) from None
+        if item is not None:
+            out.append(item)
+    if not out:
+        raise InvalidInput("no message of the conversation has text", field="messages")
+    return out
+
+
+def _memory(
+    message: object, index: int, session: str | None, start: datetime | None
+) -> MemoryInput | None:
+    if not isinstance(message, Mapping):
+        raise InvalidInput("a message is an object with role and content")
+    unknown = sorted(set(map(str, message)) - _MESSAGE_FIELDS)
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
+    if "role" not in message:
+        raise InvalidInput("role is missing", field="role")
+    role = _text(message["role"], "role")
+    name = _text(message["name"], "name") if message.get("name") is not None else None
+    text = _content(message.get("content"))
+    if not text.strip():
+        return None
+    speaker = name or role
+    when = _moment(message) or start
+    metadata: dict[str, Any] = {"role": role, "message": index}
+    if session is not None:
+        metadata["session"] = session
+    item = MemoryInput(
+        f"{speaker}: {text.strip()}", event_time=when, source=speaker, metadata=metadata
+    )
+    check_item(index, item, datetime.now(UTC), numbered=False)  # the limits, named here
+    return item
+
+
+def _content(value: object) -> str:
+    """The text of a message's content: a string, or the text parts of a list of parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for part in value:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping) and part.get("type") == "text":
+                texts.append(_text(part.get("text"), "content"))
+            elif not isinstance(part, Mapping):
+                raise InvalidInput("a content part is a string or an object", field="content")
+        return "\n".join(texts)
+    raise InvalidInput("content must be a string or a list of parts", field="content")
+
+
+def _moment(message: Mapping[str, Any]) -> datetime | None:
+    for key in ("time", "timestamp", "created_at"):
+        value = message.get(key)
+        if value is None:
+            continue
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                return datetime.fromtimestamp(float(value), UTC)
+            except (OverflowError, OSError, ValueError):
+                raise InvalidInput(f"{key} is not a time", field=key) from None
+        return validate.timestamp(value, key)
+    return None
+
+
+def _text(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(f"{field} must be a non-empty string", field=field)
+    return value.strip()
+
+
+def batches(items: Sequence[MemoryInput]) -> list[Sequence[MemoryInput]]:
+    """``items`` in batches of at most ``validate.MAX_BATCH`` (a batch is one write)."""
+    step = validate.MAX_BATCH
+    return [items[start : start + step] for start in range(0, len(items), step)]

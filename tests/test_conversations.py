@@ -1,0 +1,157 @@
+"""Conversations in as they are (issue #31): chat messages in the OpenAI and Anthropic shapes
+become one memory per message, through the library, ``slm import``, REST and MCP (the last
+two in tests/test_http.py and tests/test_mcp.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from conftest import SHARED_DATA
+
+from slm import InvalidInput, Memory, Settings, validate
+from slm.cli import cli
+from slm.conversations import memories
+from slm.embed.minilm import MiniLMEmbedder
+
+OPENAI = [
+    {"role": "system", "content": "You are a helpful travel assistant."},
+    {"role": "user", "name": "Maya", "content": "I live in Porto with my two cats.",
+     "time": "2024-03-01T09:00:00Z"},
+    {"role": "assistant", "content": "Porto is lovely! Want café suggestions?",
+     "time": "2024-03-01T09:00:05Z"},
+]  # fmt: skip
+ANTHROPIC = {
+    "session": "trip-planning",
+    "time": "2024-05-02T10:00:00Z",
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Book me a train to Madrid."},
+                                     {"type": "image", "source": {"type": "base64"}}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "book"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Booked the 9:10 train."}]},
+    ],
+}  # fmt: skip
+
+
+def test_each_message_becomes_a_memory_with_speaker_role_and_time() -> None:
+    items = memories(OPENAI, session="s1")
+    assert [i.content for i in items] == [
+        "system: You are a helpful travel assistant.",
+        "Maya: I live in Porto with my two cats.",
+        "assistant: Porto is lovely! Want café suggestions?",
+    ]
+    assert [i.source for i in items] == ["system", "Maya", "assistant"]
+    assert items[1].metadata == {"role": "user", "message": 1, "session": "s1"}
+    assert str(items[1].event_time) == "2024-03-01 09:00:00+00:00"
+    # Anthropic's content blocks: text kept, images and tool calls left out, the message
+    # without text skipped; the conversation's own session and start time apply.
+    anthropic = memories(ANTHROPIC)
+    assert [i.content for i in anthropic] == [
+        "user: Book me a train to Madrid.",
+        "assistant: Booked the 9:10 train.",
+    ]
+    assert anthropic[1].metadata == {"role": "assistant", "message": 2, "session": "trip-planning"}
+    assert str(anthropic[0].event_time) == "2024-05-02 10:00:00+00:00"
+
+
+@pytest.mark.parametrize(
+    ("conversation", "message"),
+    [
+        ([], "messages is empty"),
+        ({"messages": "hello"}, "messages must be a list"),
+        (
+            [{"role": "user", "content": "ok"}, {"content": "no role"}],
+            "messages[1].role: role is missing",
+        ),
+        ([{"role": "user", "content": 5}], "messages[0].content: content must be"),
+        ([{"role": "user", "content": "x", "time": "soon"}], "messages[0].time: time is not"),
+        ([{"role": "user", "content": "x", "mood": "happy"}], "messages[0].mood: unknown"),
+        ([{"role": "user", "content": "x" * 600_000}], "messages[0].content"),
+        ({"messages": [{"role": "user", "content": "x"}], "topic": 1}, "unknown conversation"),
+    ],
+)
+def test_a_malformed_conversation_is_refused_whole(
+    memory: Memory, conversation: Any, message: str
+) -> None:
+    with pytest.raises(InvalidInput, match=message.replace("[", r"\[").replace("]", r"\]")):
+        memory.remember_conversation(conversation)
+    assert memory.count() == 0
+
+
+def test_remember_conversation_stores_every_message_once(memory: Memory) -> None:
+    done = memory.remember_conversation(OPENAI, session="s1")
+    assert [d.created for d in done] == [True, True, True]
+    again = memory.remember_conversation(OPENAI, session="s1")
+    assert [d.created for d in again] == [False, False, False]
+    assert memory.count() == 3
+
+
+def test_a_change_said_in_conversation_is_read_as_one(
+    tmp_path: Path, minilm: MiniLMEmbedder
+) -> None:
+    with Memory(tmp_path / "chat.db", embedder=minilm, settings=Settings()) as memory:
+        first = memory.remember_conversation(
+            [{"role": "user", "content": "I live in Porto these days.", "time": "2023-01-05"}]
+        )
+        later = memory.remember_conversation(
+            [
+                {
+                    "role": "user",
+                    "content": "We finally moved to Lisbon last week!",
+                    "time": "2024-02-10",
+                }
+            ]
+        )
+        assert first[0].id in later[0].updates
+        top = memory.recall("Where do I live?", k=3).results[0]
+        assert "Lisbon" in top.memory.content
+
+
+def test_slm_import_reads_a_chat_export_and_conversation_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    monkeypatch.setenv("SLM_DB", str(tmp_path / "cli.db"))
+    export = tmp_path / "chat.json"
+    export.write_text(json.dumps(OPENAI, indent=2), encoding="utf-8")  # one JSON document
+    done = CliRunner().invoke(cli, ["import", str(export), "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["stored"] == 3
+    lines = tmp_path / "chats.jsonl"
+    lines.write_text(
+        json.dumps(ANTHROPIC) + "\n" + json.dumps({"content": "A plain memory"}) + "\n"
+    )
+    done = CliRunner().invoke(cli, ["import", str(lines), "--json"])
+    assert json.loads(done.stdout)["stored"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"messages": [{"role": "user", "content": 7}]}) + "\n")
+    refused = CliRunner().invoke(cli, ["import", str(bad)])
+    assert refused.exit_code == 1 and "line 1: messages[0].content" in refused.output
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "locomo-dev.json").exists(), reason="no LoCoMo dev file")
+def test_a_locomo_conversation_as_messages_is_stored_as_the_benchmark_stores_it() -> None:
+    """The bench's per-turn path and a message list give the same memories (text, speaker,
+    time), so `slm bench locomo` figures are the same either way."""
+    from slm_bench.locomo import load, parse_locomo_datetime
+
+    conversations, _ = load(SHARED_DATA / "locomo-dev.json")
+    sample = json.loads((SHARED_DATA / "locomo-dev.json").read_text())[0]
+    talk = sample["conversation"]
+    messages = []
+    for key in sorted((k for k in talk if k.startswith("session_") and k[8:].isdigit()
+                       and talk[k]), key=lambda k: int(k[8:])):  # fmt: skip
+        when = parse_locomo_datetime(talk[f"{key}_date_time"]).isoformat()
+        for turn in talk[key]:
+            text = turn["text"] + (f" [image: {turn['blip_caption']}]"
+                                   if turn.get("blip_caption") else "")  # fmt: skip
+            messages.append({"role": "user", "name": turn["speaker"], "content": text,
+                             "time": when})  # fmt: skip
+
+    def stored(items: Any) -> list[tuple[Any, ...]]:  # as the store keeps them
+        return [(validate.content(m.content), m.source, m.event_time) for m in items]
+
+    assert stored(memories(messages)) == stored(conversations[0].turns)
