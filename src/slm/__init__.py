@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from slm.aio import AsyncMemory
 from slm.channels import ALL_CHANNELS
 from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult
 from slm.engine import Memory, MemoryInput, Remembered
@@ -31,6 +32,7 @@ __version__ = VERSION
 __all__ = [
     "ALL_CHANNELS",
     "SCORE_CONTRACT_VERSION",
+    "AsyncMemory",
     "CalibrationError",
     "ChannelRank",
     "ChannelUnavailable",
