@@ -398,3 +398,21 @@ def test_a_conversation_is_stored_through_mcp(tmp_path: Path) -> None:
         assert "messages[0].content" in error_text(refused)
 
     run_session(tmp_path, scenario)
+
+
+def test_recall_through_mcp_filters_on_metadata(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        for i in range(6):
+            await client.call_tool(
+                "remember",
+                {"content": f"note {i} about the release plan", "metadata": {"team": f"t{i % 2}"}},
+            )
+        found = data(
+            await client.call_tool(
+                "recall", {"query": "release plan", "k": 6, "metadata": {"team": "t1"}}
+            )
+        )
+        assert len(found["results"]) == 3
+        assert {r["metadata"]["team"] for r in found["results"]} == {"t1"}
+
+    run_session(tmp_path, scenario)

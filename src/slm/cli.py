@@ -20,7 +20,8 @@ from slm.cli_base import (
     SlmGroup,
     json_option,
     quiet_option,
-    readable,
+    where_filter,
+    where_option,
 )
 from slm.cli_calibrate import calibrate_command
 from slm.cli_output import (
@@ -34,6 +35,7 @@ from slm.cli_output import (
 )
 from slm.cli_profiles import profiles
 from slm.cli_servers import mcp, serve, ui
+from slm.cli_transfer import export, import_
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
 from slm.errors import DISTRIBUTION, NotFound
@@ -176,6 +178,7 @@ def update(
 @click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
 @click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
+@where_option
 @json_option
 @click.pass_obj
 def recall(
@@ -191,6 +194,7 @@ def recall(
     now: str | None,
     include_superseded: bool,
     as_of: str | None,
+    where: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
@@ -208,6 +212,7 @@ def recall(
             include_superseded=include_superseded,
             as_of=as_of,
             channels=channels.split(",") if channels is not None else None,
+            metadata=where_filter(where),
         )
         contents = _trace_contents(memory, response) if trace and not as_json else {}
     if as_json:
@@ -238,18 +243,25 @@ def get(obj: Context, memory_id: str, as_json: bool) -> None:
 @click.option("--offset", type=int, default=0, show_default=True)
 @click.option("--source", help="Only memories from this source.")
 @click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@where_option
 @json_option
 @click.pass_obj
 def list_(
-    obj: Context, limit: int, offset: int, source: str | None, tags: tuple[str, ...], as_json: bool
+    obj: Context,
+    limit: int,
+    offset: int,
+    source: str | None,
+    tags: tuple[str, ...],
+    where: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """List memories, most recently recorded first."""
     with obj.memory(create=False) as memory:
-        records = memory.list(limit, offset, source=source, tags=tags)
+        records = memory.list(limit, offset, source=source, tags=tags, metadata=where_filter(where))
     if as_json:
         emit({"memories": [r.to_dict() for r in records]})
     elif not records:
-        chosen = " matching these filters" if source is not None or tags else ""
+        chosen = " matching these filters" if source is not None or tags or where else ""
         past = f" past the first {offset}" if offset else ""
         click.echo(f"no memories{chosen}{past} in profile {obj.profile!r}")
     else:
@@ -296,58 +308,6 @@ def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
 #: A text this long takes seconds to store (each of its passages is embedded): on a
 #: terminal, ``slm remember`` says so before it starts.
 LONG_TEXT_BYTES = 64 * 1024
-
-
-@cli.command(name="import")
-@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
-@quiet_option
-@json_option
-@click.pass_obj
-def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
-    """Store every memory of a JSON Lines FILE ('-' reads standard input); the whole file is
-    validated first, and a re-run stores nothing twice."""
-    from slm.transfer import check_jsonl, import_jsonl
-
-    with obj.memory() as memory, readable(file) as path:
-        total = check_jsonl(memory, path)
-        with progress(total, "read", quiet) as update:
-            report = import_jsonl(memory, path, progress=update)
-    if as_json:
-        emit(report.to_dict())
-        return
-    line = f"read {report.read}, stored {report.stored}, already present {report.existing}"
-    if report.renamed:
-        line += f"; {report.renamed} under a new id (theirs is taken in this store)"
-    if report.feedback or report.feedback_skipped:
-        line += f"; {report.feedback} feedback events recorded"
-        line += f", {report.feedback_skipped} already there" if report.feedback_skipped else ""
-    click.echo(line)
-
-
-@cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@json_option
-@click.pass_obj
-def export(obj: Context, file: Path, as_json: bool) -> None:
-    """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
-    from slm.files import replacing
-    from slm.transfer import export_jsonl
-
-    with obj.memory(create=False) as memory:
-        if str(file) == "-":
-            count = export_jsonl(memory, sys.stdout)
-            return
-        try:
-            with replacing(file) as tmp:
-                with open(tmp, "w", encoding="utf-8") as handle:
-                    count = export_jsonl(memory, handle)
-                tmp.replace(file)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
-    if as_json:
-        emit({"exported": count, "file": str(file)})
-    else:
-        click.echo(f"exported {count} memories to {file}")
 
 
 @cli.command()
@@ -584,6 +544,8 @@ def demo(ctx: click.Context, as_json: bool) -> None:
 
 cli.add_command(calibrate_command)
 cli.add_command(profiles)
+for _transfer in (import_, export):
+    cli.add_command(_transfer)
 for _server in (mcp, serve, ui):
     cli.add_command(_server)
 

@@ -5,6 +5,7 @@ the options several commands take."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sys
@@ -173,6 +174,35 @@ def readable(file: Path) -> Iterator[Path]:
         with open(copy, "w", encoding="utf-8") as handle:
             shutil.copyfileobj(sys.stdin, handle)
         yield copy
+
+
+def where_option(func: F) -> F:
+    return click.option(
+        "--where",
+        "where",
+        multiple=True,
+        metavar="KEY=VALUE",
+        help="Only memories whose metadata KEY is VALUE (JSON, else text); repeat a key "
+        "to allow several values, repeat the option for several keys.",
+    )(func)
+
+
+def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
+    """``--where`` options as a metadata filter; a value that parses as JSON is read as JSON
+    (``session=3`` is the number 3, ``name=Ana`` the text)."""
+    if not pairs:
+        return None
+    chosen: dict[str, list[Any]] = {}
+    for pair in pairs:
+        key, sign, text = pair.partition("=")
+        if not sign or not key.strip():
+            raise InvalidInput(f"--where {pair!r}: write KEY=VALUE", field="where")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        chosen.setdefault(key.strip(), []).append(value)
+    return chosen
 
 
 def json_option(func: F) -> F:

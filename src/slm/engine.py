@@ -33,7 +33,7 @@ from slm.ingest import (
 )
 from slm.ingest.changes import probable
 from slm.ingest.facts import facts
-from slm.ingest.standing import standing_statements
+from slm.ingest.standing import embedded_statements
 from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
@@ -277,7 +277,9 @@ class Memory:
         fresh = list(pending.values())
         passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
         embedded = _firsts(passages, self.embedder.dim)
-        standing = self._standing([c.content for c in fresh], [c.source for c in fresh])
+        standing = embedded_statements(
+            self.embedder, [c.content for c in fresh], [c.source for c in fresh]
+        )
         nearest = nearest_stored(self.store, self.profile, embedded)
         links = semantic_links(embedded, nearest)
         stated = [facts(c.content, c.source) for c in fresh]
@@ -328,19 +330,6 @@ class Memory:
             if update.newer in wanted and not update.explicit:
                 found.setdefault(update.newer_id, []).append(update.older_id)
         return {id_: tuple(dict.fromkeys(olders)) for id_, olders in found.items()}
-
-    def _standing(
-        self, contents: Sequence[str], sources: Sequence[str | None]
-    ) -> list[tuple[tuple[str, str, bytes], ...]]:
-        """(kind, statement, vector of its scope) of each text's standing statements,
-        the scopes embedded in one batch."""
-        found = [standing_statements(c, s) for c, s in zip(contents, sources, strict=True)]
-        scopes = [statement.scope for statements in found for statement in statements]
-        vectors = iter(self.embedder.embed_batch(scopes) if scopes else ())
-        return [
-            tuple((st.kind, st.text, next(vectors).astype("<f4").tobytes()) for st in statements)
-            for statements in found
-        ]
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
@@ -414,7 +403,9 @@ class Memory:
             long = [r for r in records if reads_passages(self.embedder, r.content)]
             embedded = embed_passages(self.embedder, [r.content for r in long], MAX_PASSAGES)
             further = {r.key: p[1:] for r, p in zip(long, embedded, strict=True)}
-            standing = self._standing([r.content for r in records], [r.source for r in records])
+            standing = embedded_statements(
+                self.embedder, [r.content for r in records], [r.source for r in records]
+            )
             items = []
             for record, vector, statements in zip(records, vectors, standing, strict=True):
                 # Only earlier memories, as at ingest: a rebuild gives the same graph (up to
@@ -461,11 +452,13 @@ class Memory:
         after: datetime | str | None = None,
         before: datetime | str | None = None,
         text: str | None = None,
+        metadata: Mapping[str, Any] | str | None = None,
     ) -> list[MemoryRecord]:
         """Memories, most recently recorded first; with ``text``, only those whose content
-        contains it (case-insensitive for ASCII letters)."""
+        contains it (case-insensitive for ASCII letters); with ``metadata``, only those whose
+        metadata holds one of the values given for each key."""
         limit, offset = validate.limit_offset(limit, offset)
-        filters = filters_of(source, tags, after, before, text)
+        filters = filters_of(source, tags, after, before, text, metadata)
         return self.store.page(self.profile, limit, offset, filters)
 
     def count(self) -> int:
@@ -485,17 +478,19 @@ class Memory:
         now: datetime | str | None = None,
         include_superseded: bool = False,
         as_of: datetime | str | None = None,
+        metadata: Mapping[str, Any] | str | None = None,
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
-        Filters (``source``, ``tags`` all present, event time in ``[after, before)``) restrict
-        the candidates; ``channels`` restricts which channels run for this call; ``now``
-        anchors relative time expressions in the query (default: ``as_of``, else the
-        current time). Memories superseded by then are left out unless
-        ``include_superseded``; ``as_of`` answers with the memories that held at that
-        moment (docs/lifecycle.md). With the reranker on (``Settings.rerank``), a learned
-        model reorders the top (docs/learning.md). The response's ``query_id`` names this
-        recall for :meth:`feedback`.
+        Filters (``source``, ``tags`` all present, event time in ``[after, before)``,
+        ``metadata`` holding one of the values given per key) restrict the candidates;
+        ``channels`` restricts which channels run for this call; ``now`` anchors relative
+        time expressions in the query (default: ``as_of``, else the current time).
+        Memories superseded by then are left out unless ``include_superseded``; ``as_of``
+        answers with the memories that held at that moment (docs/lifecycle.md). With the
+        reranker on (``Settings.rerank``), a learned model reorders the top
+        (docs/learning.md). The response's ``query_id`` names this recall for
+        :meth:`feedback`.
         """
         if not isinstance(tags, str | bytes) and isinstance(tags, Iterable):
             tags = tuple(tags)  # read once: a generator is used up by the recall
@@ -515,6 +510,7 @@ class Memory:
             "now": now,
             "include_superseded": include_superseded,
             "as_of": as_of,
+            **({"metadata": metadata} if metadata else {}),
         }
         reranking = self.learning.reranking()
         response = self.recall_with(reranking, query, trace=trace, **request)
@@ -562,6 +558,7 @@ class Memory:
         now: datetime | str | None = None,
         include_superseded: bool = False,
         as_of: datetime | str | None = None,
+        metadata: Mapping[str, Any] | str | None = None,
     ) -> RecallResponse:
         """:meth:`recall` reranking with ``reranking`` instead of the settings' choice (None:
         no reranker): how feedback reads a recall's features, and how the benchmarks compare
@@ -578,7 +575,9 @@ class Memory:
                 "as_of answers with what held then; it cannot include superseded memories",
                 field="as_of",
             )
-        filters = replace(filters_of(source, tags, after, before), valid_at=valid_at)
+        filters = replace(
+            filters_of(source, tags, after, before, metadata=metadata), valid_at=valid_at
+        )
         settings = self.settings
         if channels is not None:
             settings = settings.with_channels(channel_names(channels))

@@ -261,9 +261,13 @@ def _add_routes(app: FastAPI) -> None:
         source: str | None = None,
         tag: Annotated[list[str], Query(description="Only memories with this tag.")] = [],  # noqa: B006
         text: Annotated[str | None, Query(description="Only memories containing it.")] = None,
+        metadata: Annotated[
+            str | None,
+            Query(description='A metadata filter as JSON: {"user_id": "u7", "session": [3, 4]}.'),
+        ] = None,
     ) -> JSONResponse:
         """Memories, most recently recorded first."""
-        records = memory.list(limit, offset, source=source, tags=tag, text=text)
+        records = memory.list(limit, offset, source=source, tags=tag, text=text, metadata=metadata)
         if not records:
             require(memory)
         return JSONResponse({"memories": [r.to_dict() for r in records]})

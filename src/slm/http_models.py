@@ -109,6 +109,11 @@ class RecallIn(_Body):
     as_of: str | None = Field(
         None, json_schema_extra=_TIME, description="Answer with what held at this time."
     )
+    metadata: dict[str, Any] | None = Field(
+        None,
+        description="Only memories whose metadata key holds the value (or one of the list): "
+        '{"user_id": "u7", "session": [3, 4]}.',
+    )
 
 
 class MemoryOut(BaseModel):

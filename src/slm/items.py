@@ -103,9 +103,11 @@ def filters_of(
     after: datetime | str | None,
     before: datetime | str | None,
     text: str | None = None,
+    metadata: Mapping[str, Any] | str | None = None,
 ) -> Filters:
     """The checked filters of a recall or a listing."""
     return Filters(
+        metadata=validate.metadata_filter(metadata),
         text=validate.contains(text),
         source=validate.source(source),
         tags=validate.tags(tags),

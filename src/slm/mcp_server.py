@@ -220,6 +220,10 @@ def build_server(memory: Memory) -> MCPServer:
             str | None,
             Field(description="Answer with what held at this ISO 8601 time (default: now)."),
         ] = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description='Only memories whose metadata matches: {"user_id": "u7"}.'),
+        ] = None,
     ) -> dict[str, Any]:
         return _read(
             lambda: memory.recall(
@@ -232,6 +236,7 @@ def build_server(memory: Memory) -> MCPServer:
                 before=before,
                 include_superseded=include_superseded,
                 as_of=as_of,
+                metadata=metadata,
             ).to_dict()
         )
 

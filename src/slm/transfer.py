@@ -332,7 +332,7 @@ def _feedback_event(item: dict[str, Any]) -> tuple[FeedbackEvent, dict[str, Any]
 #: What a logged recall request may hold (``Learning.logged``).
 _REQUEST_FIELDS = frozenset(
     {"query", "k", "now", "source", "tags", "after", "before", "channels"}
-    | {"include_superseded", "as_of"}
+    | {"include_superseded", "as_of", "metadata"}
 )
 
 

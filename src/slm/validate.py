@@ -282,6 +282,52 @@ def metadata(value: object) -> dict[str, Any]:
     return parsed
 
 
+#: A metadata filter's keys, and the values one key may allow.
+MAX_FILTER_KEYS = 16
+MAX_FILTER_VALUES = 100
+
+
+def metadata_filter(value: object) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """A metadata filter: a JSON object mapping keys to one value or a list of allowed
+    values (strings, numbers, true/false, null), e.g. ``{"user_id": "u7", "session": [3,
+    4]}``; a string is parsed as JSON first. Keys in a stable order."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError):
+            raise InvalidInput("the metadata filter is not valid JSON", field="metadata") from None
+    if not isinstance(value, Mapping):
+        raise InvalidInput(
+            "the metadata filter must be an object of key: value or key: [values]",
+            field="metadata",
+        )
+    if len(value) > MAX_FILTER_KEYS:
+        raise InvalidInput(
+            f"a metadata filter has at most {MAX_FILTER_KEYS} keys", field="metadata"
+        )
+    out = []
+    for key in sorted(value, key=str):
+        if not isinstance(key, str) or not key or len(key) > 256:
+            raise InvalidInput("metadata filter keys are non-empty strings", field="metadata")
+        allowed = value[key]
+        allowed = list(allowed) if isinstance(allowed, list | tuple) else [allowed]
+        if not allowed or len(allowed) > MAX_FILTER_VALUES:
+            raise InvalidInput(
+                f"metadata filter {key!r}: give 1..{MAX_FILTER_VALUES} values", field="metadata"
+            )
+        for item in allowed:
+            scalar = item is None or isinstance(item, str | bool | int | float)
+            if not scalar or (isinstance(item, float) and not math.isfinite(item)):
+                raise InvalidInput(
+                    f"metadata filter {key!r}: values are strings, numbers, true, false or null",
+                    field="metadata",
+                )
+        out.append((key, tuple(allowed)))
+    return tuple(out)
+
+
 def timestamp(value: object, what: str = "event_time") -> datetime | None:
     """An ISO 8601 string or datetime, returned timezone-aware in UTC (naive means UTC)."""
     if value is None:

@@ -475,11 +475,13 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
             ranks.append(ids.index(q["target"]) + 1 if q["target"] in ids else 0)
             abstained += response.abstained
         channels = _traced(memory, timed[:TRACED])
+        filtered = _filtered(memory, timed)
     finally:
         memory.close()
     return {
         "open_to_first_recall_s": round(opened, 3),
         "latency_ms": _spread(latencies),
+        **filtered,
         "hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 4),
         "hit@10": round(sum(0 < r <= K for r in ranks) / len(ranks), 4),
         "abstained": round(abstained / len(ranks), 4),
@@ -487,6 +489,42 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
         "missed": [q["text"] for q, r in zip(timed, ranks, strict=True) if r == 0][:20],
         "channels_ran": channels,
         "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+#: The share of the store a filtered recall keeps (metadata ``conversation``).
+FILTER_SHARE = 0.10
+
+
+def _filtered(memory: Memory, timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The same questions with a metadata filter keeping about ``FILTER_SHARE`` of the store
+    (whole conversations, the largest first): latency, and whether every result is inside."""
+    counts: dict[str, int] = {}
+    after = 0
+    while records := memory.store.scan(memory.profile, after, 5000):
+        for record in records:
+            name = str(record.metadata.get("conversation"))
+            counts[name] = counts.get(name, 0) + 1
+        after = records[-1].key
+    chosen: list[str] = []
+    kept, total = 0, sum(counts.values())
+    for name, n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        if kept >= FILTER_SHARE * total or len(chosen) == 100:
+            break
+        chosen.append(name)
+        kept += n
+    rule = {"conversation": chosen}
+    latencies, outside = [], 0
+    for q in timed:
+        start = time.perf_counter()
+        response = memory.recall(q["text"], k=K, now=q["now"], metadata=rule)
+        latencies.append((time.perf_counter() - start) * 1000)
+        outside += sum(r.memory.metadata.get("conversation") not in chosen
+                       for r in response.results)  # fmt: skip
+    return {
+        "filtered_share": round(kept / max(1, total), 4),
+        "filtered_latency_ms": _spread(latencies),
+        "filtered_results_outside": outside,
     }
 
 
@@ -523,6 +561,10 @@ def _by_kind(questions: Sequence[Mapping[str, Any]], ranks: Sequence[int]) -> di
 # -- output -------------------------------------------------------------------------------
 
 
+def _p50_p95(spread: Mapping[str, float] | None) -> str:
+    return f"p50 {spread['p50']:.1f} / p95 {spread['p95']:.1f} ms" if spread else "-"
+
+
 def markdown(report: Mapping[str, Any]) -> str:
     """The report as a short Markdown table."""
     lat, chan = report["latency_ms"], report["channels_ran"]
@@ -549,6 +591,10 @@ def markdown(report: Mapping[str, Any]) -> str:
         (
             "recall latency p50 / p95 / p99 / mean",
             f"{lat['p50']:.1f} / {lat['p95']:.1f} / {lat['p99']:.1f} / {lat['mean']:.1f} ms",
+        ),
+        (
+            f"recall with a metadata filter keeping {report.get('filtered_share', 0):.0%}",
+            _p50_p95(report.get("filtered_latency_ms")),
         ),
         ("hit@1 / hit@10", f"{report['hit@1']:.3f} / {report['hit@10']:.3f}"),
         ("abstained", f"{report['abstained']:.1%}"),

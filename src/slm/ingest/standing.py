@@ -20,8 +20,10 @@ validate input") are not the user's standing instructions and are left out.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from slm.embed import Embedder
 from slm.ingest.roles import ASSISTANT, label, role_of
 
 #: At most this many statements are kept per memory (the first ones).
@@ -125,3 +127,17 @@ def standing_statements(content: str, source: str | None = None) -> list[Stateme
         if len(found) == MAX_STATEMENTS:
             break
     return found
+
+
+def embedded_statements(
+    embedder: Embedder, contents: Sequence[str], sources: Sequence[str | None]
+) -> list[tuple[tuple[str, str, bytes], ...]]:
+    """(kind, statement, vector of its scope) of each text's standing statements, the scopes
+    embedded in one batch (what the store keeps for the standing channel)."""
+    found = [standing_statements(c, s) for c, s in zip(contents, sources, strict=True)]
+    scopes = [statement.scope for statements in found for statement in statements]
+    vectors = iter(embedder.embed_batch(scopes) if scopes else ())
+    return [
+        tuple((st.kind, st.text, next(vectors).astype("<f4").tobytes()) for st in statements)
+        for statements in found
+    ]

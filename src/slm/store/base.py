@@ -54,10 +54,13 @@ class Filters:
     valid_at: datetime | None = None
     #: only memories whose content contains this text (case-insensitive for ASCII letters)
     text: str | None = None
+    #: only memories whose metadata holds, for each key, one of its values
+    metadata: tuple[tuple[str, tuple[Any, ...]], ...] = ()
 
     def is_empty(self) -> bool:
         return (
             self.text is None
+            and not self.metadata
             and self.source is None
             and not self.tags
             and self.after is None

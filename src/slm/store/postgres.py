@@ -347,7 +347,7 @@ class PostgresStore(PostgresFeedback):
 
     @staticmethod
     def _where(profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        return sql.memory_filter(profile, filters, "%s", _tag_clauses)
+        return sql.memory_filter(profile, filters, "%s", _tag_clauses, sql.postgres_metadata)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)

@@ -354,7 +354,7 @@ class SQLiteStore(SQLiteFeedback):
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
         column = "+profile" if filters.tags else "profile"
-        return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
+        return sql.memory_filter(profile, filters, "?", _tag_clauses, sql.sqlite_metadata, column)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)

@@ -1,0 +1,64 @@
+"""``slm import`` and ``slm export``: memories (and conversations) in from JSON Lines, and a
+lossless copy of a profile out (docs/transfer.md)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from slm.cli_base import Context, json_option, quiet_option, readable
+from slm.cli_output import emit, progress
+
+
+@click.command(name="import")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@quiet_option
+@json_option
+@click.pass_obj
+def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
+    """Store every memory of a JSON Lines FILE ('-' reads standard input); the whole file is
+    validated first, and a re-run stores nothing twice."""
+    from slm.transfer import check_jsonl, import_jsonl
+
+    with obj.memory() as memory, readable(file) as path:
+        total = check_jsonl(memory, path)
+        with progress(total, "read", quiet) as update:
+            report = import_jsonl(memory, path, progress=update)
+    if as_json:
+        emit(report.to_dict())
+        return
+    line = f"read {report.read}, stored {report.stored}, already present {report.existing}"
+    if report.renamed:
+        line += f"; {report.renamed} under a new id (theirs is taken in this store)"
+    if report.feedback or report.feedback_skipped:
+        line += f"; {report.feedback} feedback events recorded"
+        line += f", {report.feedback_skipped} already there" if report.feedback_skipped else ""
+    click.echo(line)
+
+
+@click.command()
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@json_option
+@click.pass_obj
+def export(obj: Context, file: Path, as_json: bool) -> None:
+    """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
+    from slm.files import replacing
+    from slm.transfer import export_jsonl
+
+    with obj.memory(create=False) as memory:
+        if str(file) == "-":
+            count = export_jsonl(memory, sys.stdout)
+            return
+        try:
+            with replacing(file) as tmp:
+                with open(tmp, "w", encoding="utf-8") as handle:
+                    count = export_jsonl(memory, handle)
+                tmp.replace(file)
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
+    if as_json:
+        emit({"exported": count, "file": str(file)})
+    else:
+        click.echo(f"exported {count} memories to {file}")

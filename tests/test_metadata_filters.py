@@ -1,0 +1,103 @@
+"""Metadata filters on recall and list (issue #31), on both stores: equality and membership
+on metadata keys, combined with the other filters, applied before ranking."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from slm import InvalidInput, Memory
+from slm.cli import cli
+
+ROWS = [
+    {
+        "content": f"garden note {i} about tomatoes and basil",
+        "source": "notes" if i % 2 else "chat",
+        "metadata": {"user_id": f"u{i % 4}", "session": i % 5, "pinned": i % 3 == 0,
+                     "team": None if i % 7 == 0 else "ops", "label": "7" if i == 7 else "x"},
+    }
+    for i in range(40)
+]  # fmt: skip
+
+
+def matching(rule: dict[str, Any]) -> set[str]:
+    def holds(meta: dict[str, Any]) -> bool:
+        for key, allowed in rule.items():
+            values = allowed if isinstance(allowed, list) else [allowed]
+            if key not in meta or not any(
+                meta[key] == v and type(meta[key]) is type(v) for v in values
+            ):
+                return False
+        return True
+
+    return {str(r["content"]) for r in ROWS if holds(r["metadata"])}  # type: ignore[arg-type]
+
+
+RULES: list[dict[str, Any]] = [
+    {"user_id": "u1"},
+    {"user_id": ["u1", "u2"]},
+    {"user_id": "u3", "session": [0, 3]},
+    {"pinned": True},
+    {"team": None},
+    {"label": "7"},  # the text "7", not the number
+    {"session": 2, "pinned": False},
+    {"user_id": "nobody"},
+]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[json.dumps(r) for r in RULES])
+def test_list_and_recall_keep_exactly_what_matches(memory: Memory, rule: dict[str, Any]) -> None:
+    memory.remember_many(ROWS)
+    wanted = matching(rule)
+    listed = {r.content for r in memory.list(1000, metadata=rule)}
+    assert listed == wanted
+    recalled = memory.recall("tomatoes and basil in the garden", k=1000, metadata=rule)
+    assert {r.memory.content for r in recalled.results} <= wanted
+    # Applied before ranking: k results come back whenever k memories match.
+    top = memory.recall("tomatoes and basil in the garden", k=3, metadata=rule)
+    assert len(top.results) == min(3, len(wanted))
+
+
+def test_metadata_combines_with_the_other_filters(memory: Memory) -> None:
+    memory.remember_many(ROWS)
+    rule = {"user_id": ["u0", "u1"]}
+    listed = memory.list(1000, source="notes", metadata=rule)
+    assert listed and all(r.source == "notes" and r.metadata["user_id"] in ("u0", "u1")
+                          for r in listed)  # fmt: skip
+    recalled = memory.recall("garden tomatoes", k=50, source="chat", metadata=rule)
+    assert all(r.memory.source == "chat" for r in recalled.results)
+
+
+@pytest.mark.parametrize(
+    "rule",
+    [["user_id"], {"user_id": {"nested": 1}}, {"user_id": []}, {"": 1}, "{not json",
+     {f"k{i}": 1 for i in range(17)}, {"x": float("nan")}],
+)  # fmt: skip
+def test_a_bad_filter_is_refused_naming_it(memory: Memory, rule: Any) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        memory.list(10, metadata=rule)
+    assert refused.value.field == "metadata"
+    with pytest.raises(InvalidInput):
+        memory.recall("garden", metadata=rule)
+
+
+def test_where_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    monkeypatch.setenv("SLM_DB", str(tmp_path / "cli.db"))
+    with Memory(tmp_path / "cli.db") as memory:
+        memory.remember_many(ROWS)
+    run = CliRunner()
+    listed = run.invoke(cli, ["list", "--limit", "100", "--json", "--where", "user_id=u1",
+                              "--where", "user_id=u2", "--where", "session=3"])  # fmt: skip
+    assert listed.exit_code == 0, listed.output
+    got = {m["content"] for m in json.loads(listed.stdout)["memories"]}
+    assert got == matching({"user_id": ["u1", "u2"], "session": 3})
+    recalled = run.invoke(cli, ["recall", "tomatoes", "--json", "--where", "pinned=true"])
+    results = json.loads(recalled.stdout)["results"]
+    assert results and all(r["metadata"]["pinned"] is True for r in results)
+    bad = run.invoke(cli, ["list", "--where", "user_id"])
+    assert bad.exit_code == 1 and "KEY=VALUE" in bad.output
