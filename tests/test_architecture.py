@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"engine", "supersede", "items", "labelled", "related", "profiles", "conversations",
      "aio"},
     {"cli", "cli_base", "cli_output", "cli_calibrate", "cli_servers", "mcp_server", "http",
-     "http_guard", "cli_profiles", "cli_transfer",
+     "http_guard", "cli_profiles", "cli_transfer", "integrations",
      "http_models", "web", "migrate", "transfer", "backup", "demo", "__init__", "__main__"},
 ]  # fmt: skip
 

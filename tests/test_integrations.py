@@ -1,0 +1,71 @@
+"""slm inside agent frameworks (issue #31), tested against the real libraries (the test
+extras install them): a LangChain retriever in an LCEL chain, a LlamaIndex retriever, and a
+LangGraph long-term memory store. No LLM runs: each "agent" answers with what slm returned,
+and the tests assert on that."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slm import Memory, Settings
+from slm.embed.minilm import MiniLMEmbedder
+
+CHAT = [
+    {"role": "user", "name": "Maya", "content": "I live in Porto with my two cats.",
+     "time": "2023-01-05T10:00:00Z"},
+    {"role": "assistant", "content": "Porto is a lovely city.", "time": "2023-01-05T10:00:05Z"},
+    {"role": "user", "name": "Maya", "content": "My sister Ana is a nurse in Braga.",
+     "time": "2023-01-05T10:01:00Z"},
+    {"role": "user", "name": "Maya", "content": "We finally moved to Lisbon last week!",
+     "time": "2024-02-10T09:00:00Z"},
+]  # fmt: skip
+
+
+@pytest.fixture
+def memory(tmp_path: Path, minilm: MiniLMEmbedder) -> Iterator[Memory]:
+    with Memory(tmp_path / "agent.db", embedder=minilm, settings=Settings()) as memory:
+        yield memory
+
+
+def test_a_langchain_chain_answers_from_slm(memory: Memory) -> None:
+    from langchain_core.runnables import RunnableLambda, RunnablePassthrough
+
+    from slm.integrations.langchain import SlmRetriever
+
+    store = RunnableLambda(lambda messages: memory.remember_conversation(messages))
+    store.invoke(CHAT)  # the agent's turn: what was said goes into memory
+    retriever = SlmRetriever(memory=memory, k=3)
+
+    def answer(inputs: dict[str, Any]) -> str:  # no LLM: the best memory is the answer
+        return str(inputs["context"][0].page_content) if inputs["context"] else "I don't know"
+
+    chain = {"context": retriever, "question": RunnablePassthrough()} | RunnableLambda(answer)
+    assert "Lisbon" in chain.invoke("Where does Maya live now?")
+    documents = retriever.invoke("What does Ana do for a living?")
+    assert "nurse" in documents[0].page_content
+    fields = documents[0].metadata
+    assert fields["rank_position"] == 1 and 0 < fields["relevance_score"] <= 1
+    assert fields["role"] == "user" and fields["abstained"] is False and fields["id"]
+    # Recall options pass through: only the assistant's words.
+    said = SlmRetriever(memory=memory, k=3, options={"metadata": {"role": "assistant"}})
+    assert [d.metadata["role"] for d in said.invoke("Porto")] == ["assistant"]
+    # Nothing stored answers it: no documents rather than unrelated ones.
+    assert retriever.invoke("What is the boiling point of tungsten?") == []
+
+
+def test_a_llamaindex_retriever_answers_from_slm(memory: Memory) -> None:
+    from llama_index.core.schema import QueryBundle
+
+    from slm.integrations.llamaindex import SlmLlamaRetriever
+
+    memory.remember_conversation(CHAT)
+    retriever = SlmLlamaRetriever(memory, k=3)
+    nodes = retriever.retrieve("Where does Maya live now?")
+    assert "Lisbon" in nodes[0].node.get_content()
+    assert nodes[0].score == nodes[0].node.metadata["relevance_score"]
+    assert retriever.retrieve(QueryBundle("What does Ana do?"))[0].node.metadata["source"] == "Maya"
+    assert retriever.retrieve("What is the boiling point of tungsten?") == []
