@@ -69,3 +69,60 @@ def test_a_llamaindex_retriever_answers_from_slm(memory: Memory) -> None:
     assert nodes[0].score == nodes[0].node.metadata["relevance_score"]
     assert retriever.retrieve(QueryBundle("What does Ana do?"))[0].node.metadata["source"] == "Maya"
     assert retriever.retrieve("What is the boiling point of tungsten?") == []
+
+
+def test_a_langgraph_agent_remembers_and_answers_through_slm(memory: Memory) -> None:
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.store.base import BaseStore
+
+    from slm.integrations.langgraph import SlmStore
+
+    class State(TypedDict, total=False):
+        user: str
+        said: list[str]
+        question: str
+        answer: str
+
+    def remember(state: State, *, store: BaseStore) -> State:
+        for number, text in enumerate(state.get("said", [])):
+            store.put(("users", state["user"]), f"fact-{number}", {"text": text})
+        return {}
+
+    def answer(state: State, *, store: BaseStore) -> State:
+        found = store.search(("users", state["user"]), query=state["question"], limit=3)
+        return {"answer": found[0].value["text"] if found else "I don't know"}
+
+    builder = StateGraph(State)
+    builder.add_node("remember", remember)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", "answer")
+    builder.add_edge("answer", END)
+    store = SlmStore(memory)
+    graph = builder.compile(store=store)
+    first = graph.invoke(
+        {
+            "user": "maya",
+            "said": ["Maya lives in Porto.", "Maya's sister Ana is a nurse."],
+            "question": "What does Ana do?",
+        }
+    )
+    assert "nurse" in first["answer"]
+    graph.invoke({"user": "tom", "said": ["Tom lives in Oslo."], "question": "Where?"})
+    later = graph.invoke({"user": "maya", "question": "Where does Maya live?"})
+    assert "Porto" in later["answer"]  # Tom's namespace is not Maya's
+
+    # The store's own operations, as LangGraph defines them.
+    item = store.get(("users", "maya"), "fact-0")
+    assert item is not None and item.value == {"text": "Maya lives in Porto."}
+    store.put(("users", "maya"), "fact-0", {"text": "Maya moved to Lisbon.", "kind": "home"})
+    assert store.get(("users", "maya"), "fact-0").value["text"] == "Maya moved to Lisbon."
+    assert [i.key for i in store.search(("users", "maya"), filter={"kind": "home"})] == ["fact-0"]
+    assert store.list_namespaces(prefix=("users",)) == [("users", "maya"), ("users", "tom")]
+    assert store.list_namespaces(max_depth=1) == [("users",)]
+    store.delete(("users", "tom"), "fact-0")
+    assert store.get(("users", "tom"), "fact-0") is None
+    with pytest.raises(Exception, match="already stored under key"):
+        store.put(("users", "maya"), "copy", {"text": "Maya moved to Lisbon."})

@@ -1,0 +1,176 @@
+"""A LangGraph long-term memory store backed by slm (the ``langgraph`` extra).
+
+    from slm.integrations.langgraph import SlmStore
+    store = SlmStore(memory)                      # one slm profile holds every namespace
+    graph = builder.compile(store=store)          # then, in a node:
+    store.put(("users", "u7"), "home", {"text": "Maya moved to Lisbon"})
+    store.search(("users", "u7"), query="Where does Maya live?", limit=3)
+
+How LangGraph's model maps onto slm's:
+
+- **Namespaces are metadata, not profiles.** Every item lives in the one profile of the
+  :class:`slm.Memory` given; its namespace and key are kept in the memory's metadata
+  (``lg_ns.0``, ``lg_ns.1``... one key per level, ``lg_key``), so a search of a namespace
+  prefix is a metadata filter, applied before ranking. Use one ``Memory`` per profile to keep
+  tenants apart as slm does everywhere.
+- **An item's text is what slm reads**: the value's ``text``, ``content`` or ``memory``
+  field, else the whole value as JSON. The value itself is kept whole (``lg_value``), and
+  its top-level plain fields are also kept as ``lg_v.<field>`` so ``filter=`` works.
+- **put replaces**: the memory held under that namespace and key is forgotten and the new
+  one stored; slm stores identical text once per profile, so the same text under a second
+  key is refused with a clear error rather than shared silently. ``put(..., None)`` (and
+  ``delete``) forgets it.
+- **search with a query is slm's recall** (ranking, lifecycle, abstention: an abstaining
+  recall returns no item); ``score`` is the ``relevance_score``. Without a query, items come
+  newest first. ``ttl`` and ``refresh_ttl`` are not supported (items do not expire).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from slm.engine import Memory
+from slm.errors import ConfigError, InvalidInput, install_hint
+from slm.models import MemoryRecord
+
+try:
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+    )
+except ImportError as exc:  # the extra is optional; say which one instead of a traceback
+    raise ConfigError(f"the LangGraph store needs the extra: {install_hint('langgraph')}") from exc
+
+#: The most items one namespace listing reads.
+SCAN = 10_000
+_TEXT_FIELDS = ("text", "content", "memory")
+
+
+class SlmStore(BaseStore):
+    """LangGraph's ``BaseStore`` over one slm profile."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        return [self._one(op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _one(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            found = self._held(op.namespace, op.key)
+            return _item(found[0]) if found else None
+        if isinstance(op, PutOp):
+            self._put(op.namespace, op.key, op.value)
+            return None
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, ListNamespacesOp):
+            return self._namespaces(op)
+        raise InvalidInput(f"unknown store operation {type(op).__name__}")
+
+    def _held(self, namespace: tuple[str, ...], key: str) -> list[MemoryRecord]:
+        rule = {**_prefix(namespace), "lg_depth": len(namespace), "lg_key": key}
+        return self.memory.list(SCAN, metadata=rule)
+
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
+        old = self._held(namespace, key)
+        if value is None:
+            self.memory.forget([r.id for r in old])
+            return
+        text = _text(value)
+        plain = {f"lg_v.{k}": v for k, v in value.items() if _plain(v)}
+        metadata = {**plain, **_prefix(namespace), "lg_depth": len(namespace), "lg_key": key,
+                    "lg_value": value}  # fmt: skip
+        if old:
+            self.memory.forget([r.id for r in old])
+        done = self.memory.remember(text, metadata=metadata)
+        if not done.created:
+            held = done.memory.metadata
+            raise InvalidInput(
+                f"this text is already stored under key {held.get('lg_key')!r} of namespace "
+                f"{_namespace(held)!r}: slm keeps identical text once per profile",
+                field="value",
+            )
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        rule: dict[str, Any] = dict(_prefix(op.namespace_prefix))
+        for field, wanted in (op.filter or {}).items():
+            if not _plain(wanted) and not isinstance(wanted, list):
+                raise InvalidInput(
+                    f"filter {field!r}: compare a top-level field with a value", field="filter"
+                )
+            rule[f"lg_v.{field}"] = wanted
+        rule.setdefault("lg_depth", list(range(len(op.namespace_prefix), 64)))
+        if op.query:
+            response = self.memory.recall(op.query, k=op.limit + op.offset, metadata=rule)
+            if response.abstained:
+                return []
+            chosen = response.results[op.offset :]
+            return [_item(r.memory, r.relevance_score, search=True) for r in chosen]
+        records = self.memory.list(op.limit, op.offset, metadata=rule)
+        return [_item(r, search=True) for r in records]
+
+    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found: set[tuple[str, ...]] = set()
+        offset = 0
+        while records := self.memory.list(SCAN, offset, metadata={"lg_depth": list(range(64))}):
+            for record in records:
+                namespace = _namespace(record.metadata)
+                if op.max_depth is not None:
+                    namespace = namespace[: op.max_depth]
+                found.add(namespace)
+            offset += len(records)
+        kept = [n for n in sorted(found) if all(_matches(n, c) for c in op.match_conditions or ())]
+        return kept[op.offset : op.offset + op.limit]
+
+
+def _matches(namespace: tuple[str, ...], condition: Any) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
+    return all(want in ("*", have) for want, have in zip(path, part, strict=True))
+
+
+def _prefix(namespace: tuple[str, ...]) -> dict[str, Any]:
+    return {f"lg_ns.{level}": label for level, label in enumerate(namespace)}
+
+
+def _namespace(metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(str(metadata[f"lg_ns.{level}"]) for level in range(int(metadata["lg_depth"])))
+
+
+def _text(value: Mapping[str, Any]) -> str:
+    for field in _TEXT_FIELDS:
+        if isinstance(value.get(field), str) and value[field].strip():
+            return str(value[field])
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def _item(record: MemoryRecord, score: float | None = None, *, search: bool = False) -> Any:
+    """The record as LangGraph's ``Item``, or a ``SearchItem`` (``score``: None without a
+    query)."""
+    meta = record.metadata
+    namespace, key, value = _namespace(meta), str(meta["lg_key"]), dict(meta["lg_value"])
+    moment: datetime = record.recorded_at
+    if search:
+        return SearchItem(namespace, key, value, moment, moment, score=score)
+    return Item(value=value, key=key, namespace=namespace, created_at=moment, updated_at=moment)
