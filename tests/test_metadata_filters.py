@@ -101,3 +101,25 @@ def test_where_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert results and all(r["metadata"]["pinned"] is True for r in results)
     bad = run.invoke(cli, ["list", "--where", "user_id"])
     assert bad.exit_code == 1 and "KEY=VALUE" in bad.output
+
+
+def test_a_store_from_before_the_index_is_indexed_when_opened(
+    store_at: dict[str, Any], tmp_path: Path
+) -> None:
+    """A store written by 0.5.0 (no metadata index) gets it filled by the migration."""
+    from postgres_server import rows as run_sql
+
+    from slm import Settings
+
+    with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
+        memory.remember_many(ROWS)
+        kind, where = memory.store.kind, memory.store.location
+    if kind == "sqlite":
+        run_sql(where, kind, "DROP TABLE memory_fields")
+        run_sql(where, kind, "PRAGMA user_version = 10")
+    else:
+        run_sql(store_at["dsn"], kind, "DROP TABLE memory_fields")
+        run_sql(store_at["dsn"], kind, "DELETE FROM slm_schema WHERE version = 10")
+    with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
+        listed = {r.content for r in memory.list(1000, metadata={"user_id": "u2"})}
+        assert listed == matching({"user_id": "u2"})

@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
-from slm.store import lifecycle, sql
+from slm.store import fields, lifecycle, sql
 from slm.store import postgres_graph as graph
 from slm.store import postgres_lexical as lexical
 from slm.store import postgres_passages as passage_sql
@@ -187,6 +187,7 @@ class PostgresStore(PostgresFeedback):
             for m in new.values():
                 id_ = created[m.content_hash][0]
                 lifecycle.supersede(cur, "%s", profile, id_, m.supersedes, lifecycle.start(m))
+            fields.insert(cur, "%s", profile, fresh)
             lifecycle.insert_facts(cur, "%s", profile, fresh, supersede_updates)
         return results
 
@@ -250,6 +251,7 @@ class PostgresStore(PostgresFeedback):
                     cur, profile, key, terms.split() if terms is not None else None
                 )
                 lifecycle.delete_facts(cur, "%s", profile, key)
+                fields.delete(cur, "%s", key)
             keys = [key for key, _, _ in rows]
             passage_sql.delete(cur, profile, keys)
             cur.execute(
@@ -347,7 +349,7 @@ class PostgresStore(PostgresFeedback):
 
     @staticmethod
     def _where(profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        return sql.memory_filter(profile, filters, "%s", _tag_clauses, sql.postgres_metadata)
+        return sql.memory_filter(profile, filters, "%s", _tag_clauses)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)

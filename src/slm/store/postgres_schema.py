@@ -25,6 +25,7 @@ from typing import Any
 from psycopg import Connection
 
 from slm.errors import ConfigError
+from slm.store import fields
 
 #: Advisory lock key (bigint) held while migrating.
 MIGRATION_LOCK = 0x736C6D5F6D6967
@@ -180,7 +181,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX fact_dismissed_newer ON fact_dismissed (newer);
     """,
+    fields.SCHEMA.format(key_type="bigint"),
 )
+#: The migration after which the metadata fields index is filled from stored memories.
+_FIELDS = len(MIGRATIONS) - 1
 
 
 def migrate(conn: Connection[Any], dim: int) -> None:
@@ -194,6 +198,8 @@ def migrate(conn: Connection[Any], dim: int) -> None:
             conn.execute("CREATE TABLE IF NOT EXISTS slm_schema (version integer NOT NULL)")
             for number in range(_schema_version(conn), len(MIGRATIONS)):
                 conn.execute(MIGRATIONS[number].replace("{dim}", str(int(dim))).encode())
+                if number == _FIELDS:
+                    fields.backfill(conn.cursor(), "%s")
                 conn.execute("INSERT INTO slm_schema (version) VALUES (%s)", (number + 1,))
     row = conn.execute(
         "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'embeddings'::regclass "

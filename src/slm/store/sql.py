@@ -4,11 +4,11 @@ driver (``?`` for sqlite3, ``%s`` for psycopg); each store says how it matches t
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from slm.models import from_micros, to_micros
+from slm.store import fields
 from slm.store.base import Filters
 
 #: The columns a memory row is read with, in the order both stores' ``_record`` expect.
@@ -24,8 +24,6 @@ PROFILE_SUMMARIES = (
 
 #: How a store matches tags: (profile, tags) -> the clauses and their parameters.
 TagMatch = Callable[[str, Sequence[str]], list[tuple[str, list[Any]]]]
-#: How a store matches a metadata key: (key, allowed values) -> the clause and its parameters.
-MetadataMatch = Callable[[str, Sequence[Any]], tuple[str, list[Any]]]
 
 
 def memory_filter(
@@ -33,7 +31,6 @@ def memory_filter(
     filters: Filters,
     mark: str,
     tags: TagMatch,
-    metadata: MetadataMatch,
     profile_column: str = "profile",
 ) -> tuple[str, list[Any]]:
     """The ``WHERE`` condition (and its parameters) selecting a profile's memories that
@@ -54,8 +51,8 @@ def memory_filter(
     if filters.before is not None:
         clauses.append(f"event_time < {mark}")
         params.append(to_micros(filters.before))
-    for key, allowed in filters.metadata:
-        clause, values = metadata(key, allowed)
+    for name, allowed in filters.metadata:
+        clause, values = fields.clause(mark, profile, name, allowed)
         clauses.append(clause)
         params.extend(values)
     if filters.text is not None:
@@ -68,31 +65,6 @@ def memory_filter(
         clauses.append(f"(valid_to IS NULL OR valid_to > {mark})")
         params.extend([moment, moment])
     return " AND ".join(clauses), params
-
-
-def sqlite_metadata(key: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """A metadata key holding one of ``values``, in SQLite's JSON functions (a JSON true or
-    false reads as 1 or 0 there, so it matches those numbers too)."""
-    path = json_path(key)
-    plain = [int(v) if isinstance(v, bool) else v for v in values if v is not None]
-    clauses, params = [], []
-    if plain:
-        clauses.append(f"json_extract(metadata, ?) IN ({', '.join('?' * len(plain))})")
-        params += [path, *plain]
-    if any(v is None for v in values):
-        clauses.append("json_type(metadata, ?) = 'null'")
-        params.append(path)
-    return "(" + " OR ".join(clauses) + ")", params
-
-
-def postgres_metadata(key: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """A metadata key holding one of ``values``, compared as JSON values (jsonb)."""
-    return "(metadata::jsonb -> %s) = ANY(%s::jsonb[])", [key, [json.dumps(v) for v in values]]
-
-
-def json_path(key: str) -> str:
-    """The JSON path of a top-level key, quoted so any key is read as written."""
-    return "$." + json.dumps(key)
 
 
 def _like_escaped(text: str) -> str:

@@ -26,7 +26,7 @@ import numpy as np
 from slm.errors import StoreError
 from slm.files import private_directory, private_file
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
-from slm.store import lifecycle, sql
+from slm.store import fields, lifecycle, sql
 from slm.store import sqlite_graph as graph
 from slm.store import sqlite_passages as passage_rows
 from slm.store import sqlite_rows as memory_rows
@@ -42,7 +42,7 @@ from slm.store.base import (
 )
 from slm.store.feedback_rows import SQLiteFeedback
 from slm.store.sqlite_conn import Connection, chunks, marks
-from slm.store.sqlite_schema import MIGRATIONS
+from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
 from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
 
 _MEMORY_COLUMNS = sql.MEMORY_COLUMNS
@@ -117,6 +117,7 @@ class SQLiteStore(SQLiteFeedback):
                 for statement in MIGRATIONS[number].split(";"):
                     if statement.strip():
                         db.execute(statement)
+                AFTER_MIGRATION.get(number, lambda db, mark: None)(db, "?")
                 db.execute(f"PRAGMA user_version={number + 1}")
 
         self._conn.write(apply)
@@ -176,6 +177,7 @@ class SQLiteStore(SQLiteFeedback):
                 results.append(Stored(id_, key, created=item.content_hash in created))
                 created.discard(item.content_hash)
             self._insert_derived(db, profile, fresh)
+            fields.insert(db, "?", profile, fresh)
             lifecycle.insert_facts(db, "?", profile, fresh, supersede_updates)
             return results
 
@@ -251,6 +253,7 @@ class SQLiteStore(SQLiteFeedback):
         db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
         db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
         lifecycle.delete_facts(db, "?", profile, key)
+        fields.delete(db, "?", key)
         id_ = db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
         db.execute("DELETE FROM memories WHERE key = ?", (key,))
         lifecycle.reinstate(db, "?", profile, id_)
@@ -354,7 +357,7 @@ class SQLiteStore(SQLiteFeedback):
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
         column = "+profile" if filters.tags else "profile"
-        return sql.memory_filter(profile, filters, "?", _tag_clauses, sql.sqlite_metadata, column)
+        return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self._where(profile, filters)

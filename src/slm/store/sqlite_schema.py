@@ -20,6 +20,8 @@ length), so a common term's best postings are read first and the rest never (mig
 
 from __future__ import annotations
 
+from slm.store import fields
+
 MIGRATIONS: tuple[str, ...] = (
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -172,4 +174,8 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX fact_dismissed_newer ON fact_dismissed (newer);
     """,
+    fields.SCHEMA.format(key_type="INTEGER"),
 )
+
+#: Work a migration needs besides its statements, by its index in ``MIGRATIONS``.
+AFTER_MIGRATION = {len(MIGRATIONS) - 1: fields.backfill}

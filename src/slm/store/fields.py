@@ -1,0 +1,81 @@
+"""The metadata fields index: one row per top-level plain value of a memory's metadata
+(a string, number, true/false or null), so that a metadata filter on recall or list
+(``{"user_id": "u7", "session": [3, 4]}``) is an index lookup rather than a scan of every
+memory's JSON. Written in the same transaction as the memory; the SQL is the same for both
+stores (``mark`` is the driver's placeholder).
+
+Values are kept as JSON text (``"u7"``, ``3``, ``true``, ``null``), so a filter matches by
+JSON value and type: the text ``"7"`` is not the number ``7``. Numbers match as written
+(``1`` and ``1.0`` differ).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from slm.models import NewMemory
+from slm.store.lifecycle import Cursor
+
+#: The table, created by the stores' migrations (SQLite 11, PostgreSQL 10).
+SCHEMA = """
+    CREATE TABLE memory_fields (
+        key {key_type} NOT NULL,
+        profile TEXT NOT NULL,
+        name TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (key, name)
+    );
+    CREATE INDEX memory_fields_value ON memory_fields (profile, name, value);
+"""
+
+
+def canonical(value: Any) -> str:
+    """A plain metadata value as the JSON text the index keeps."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def is_plain(value: Any) -> bool:
+    return value is None or isinstance(value, str | bool | int | float)
+
+
+def rows_of(profile: str, key: int, metadata: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    return [(key, profile, name, canonical(v)) for name, v in metadata.items() if is_plain(v)]
+
+
+def insert(cur: Cursor, mark: str, profile: str, fresh: Sequence[tuple[int, NewMemory]]) -> None:
+    """Index the metadata of new memories."""
+    rows = [row for key, item in fresh for row in rows_of(profile, key, item.metadata)]
+    if rows:
+        cur.executemany(
+            f"INSERT INTO memory_fields (key, profile, name, value) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+            rows,
+        )
+
+
+def delete(cur: Cursor, mark: str, key: int) -> None:
+    cur.execute(f"DELETE FROM memory_fields WHERE key = {mark}", [key])
+
+
+def backfill(cur: Cursor, mark: str) -> None:
+    """Index the memories stored before the index existed (run once, by the migration)."""
+    stored = cur.execute("SELECT key, profile, metadata FROM memories").fetchall()
+    rows = [row for key, profile, text in stored for row in rows_of(profile, key, json.loads(text))]
+    if rows:
+        cur.executemany(
+            f"INSERT INTO memory_fields (key, profile, name, value) "
+            f"VALUES ({mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
+            rows,
+        )
+
+
+def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The memories of ``profile`` whose metadata ``name`` holds one of ``values``."""
+    marks = ", ".join([mark] * len(values))
+    return (
+        f"key IN (SELECT key FROM memory_fields WHERE profile = {mark} AND name = {mark} "
+        f"AND value IN ({marks}))",
+        [profile, name, *(canonical(v) for v in values)],
+    )
