@@ -20,8 +20,9 @@ How LangGraph's model maps onto slm's:
   one stored; slm stores identical text once per profile, so the same text under a second
   key is refused with a clear error rather than shared silently. ``put(..., None)`` (and
   ``delete``) forgets it.
-- **search with a query is slm's recall** (ranking, lifecycle, abstention: an abstaining
-  recall returns no item); ``score`` is the ``relevance_score``. Without a query, items come
+- **search with a query is slm's recall** (ranking, lifecycle); ``score`` is the
+  ``relevance_score``, which says how strongly each item answers (LangGraph's search has
+  no place for slm's abstention: read the scores). Without a query, items come
   newest first. ``ttl`` and ``refresh_ttl`` are not supported (items do not expire).
 """
 
@@ -117,8 +118,6 @@ class SlmStore(BaseStore):
         rule.setdefault("lg_depth", list(range(len(op.namespace_prefix), 64)))
         if op.query:
             response = self.memory.recall(op.query, k=op.limit + op.offset, metadata=rule)
-            if response.abstained:
-                return []
             chosen = response.results[op.offset :]
             return [_item(r.memory, r.relevance_score, search=True) for r in chosen]
         records = self.memory.list(op.limit, op.offset, metadata=rule)
