@@ -98,7 +98,8 @@ def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
                 yield from _conversation(number, conversation)
             return
         first = False
-        if is_conversation(item) or isinstance(item, list):
+        messages = isinstance(item, list) and item and all(isinstance(m, dict) for m in item)
+        if is_conversation(item) or messages:
             yield from _conversation(number, item)
             continue
         if not isinstance(item, dict):
