@@ -4,9 +4,10 @@
 memory's JSON. Written in the same transaction as the memory; the SQL is the same for both
 stores (``mark`` is the driver's placeholder).
 
-Values are kept as JSON text (``"u7"``, ``3``, ``true``, ``null``), so a filter matches by
-JSON value and type: the text ``"7"`` is not the number ``7``. Numbers match as written
-(``1`` and ``1.0`` differ).
+Names and values are kept as JSON text (``"user_id"``; ``"u7"``, ``3``, ``true``, ``null``):
+any key is stored as written (a NUL included, which PostgreSQL's text refuses raw), and a
+filter matches by JSON value and type: the text ``"7"`` is not the number ``7``. Numbers
+match as written (``1`` and ``1.0`` differ).
 """
 
 from __future__ import annotations
@@ -41,7 +42,9 @@ def is_plain(value: Any) -> bool:
 
 
 def rows_of(profile: str, key: int, metadata: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    return [(key, profile, name, canonical(v)) for name, v in metadata.items() if is_plain(v)]
+    return [
+        (key, profile, canonical(name), canonical(v)) for name, v in metadata.items() if is_plain(v)
+    ]
 
 
 def insert(cur: Cursor, mark: str, profile: str, fresh: Sequence[tuple[int, NewMemory]]) -> None:
@@ -77,5 +80,5 @@ def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[s
     return (
         f"key IN (SELECT key FROM memory_fields WHERE profile = {mark} AND name = {mark} "
         f"AND value IN ({marks}))",
-        [profile, name, *(canonical(v) for v in values)],
+        [profile, canonical(name), *(canonical(v) for v in values)],
     )
