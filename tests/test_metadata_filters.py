@@ -123,3 +123,16 @@ def test_a_store_from_before_the_index_is_indexed_when_opened(
     with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
         listed = {r.content for r in memory.list(1000, metadata={"user_id": "u2"})}
         assert listed == matching({"user_id": "u2"})
+
+
+def test_any_key_and_text_value_can_be_filtered_on(memory: Memory) -> None:
+    odd = ["a\x00b", 'q"uote', "über", "$.x", "with space", "ключ"]
+    memory.remember_many(
+        [
+            {"content": f"odd key note {i}", "metadata": {key: f"v\x00{i}"}}
+            for i, key in enumerate(odd)
+        ]
+    )
+    for i, key in enumerate(odd):
+        found = memory.list(10, metadata={key: f"v\x00{i}"})
+        assert [r.content for r in found] == [f"odd key note {i}"], key
