@@ -74,11 +74,17 @@ def backfill(cur: Cursor, mark: str) -> None:
         )
 
 
-def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """The memories of ``profile`` whose metadata ``name`` holds one of ``values``."""
+def lookup(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The keys of ``profile``'s memories whose metadata ``name`` holds one of ``values``."""
     marks = ", ".join([mark] * len(values))
     return (
-        f"key IN (SELECT key FROM memory_fields WHERE profile = {mark} AND name = {mark} "
-        f"AND value IN ({marks}))",
+        f"SELECT key FROM memory_fields WHERE profile = {mark} AND name = {mark} "
+        f"AND value IN ({marks})",
         [profile, canonical(name), *(canonical(v) for v in values)],
     )
+
+
+def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """The memories of ``profile`` whose metadata ``name`` holds one of ``values``."""
+    query, params = lookup(mark, profile, name, values)
+    return f"key IN ({query})", params

@@ -372,8 +372,8 @@ class PostgresStore(PostgresFeedback):
         return {"memories": row[0], "embeddings": row[1], "lexical": row[2]}
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        where, params = self._where(profile, filters)
-        return {r[0] for r in self._rows(f"SELECT key FROM memories WHERE {where}", params)}
+        query = sql.allowed_sql(profile, filters, "%s", *self._where(profile, filters))
+        return {r[0] for r in self._rows(*query)}
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._rows(sql.superseded_sql("%s"), (profile, to_micros(moment)))}

@@ -5,6 +5,7 @@ driver (``?`` for sqlite3, ``%s`` for psycopg); each store says how it matches t
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from slm.models import from_micros, to_micros
@@ -65,6 +66,23 @@ def memory_filter(
         clauses.append(f"(valid_to IS NULL OR valid_to > {mark})")
         params.extend([moment, moment])
     return " AND ".join(clauses), params
+
+
+def allowed_sql(
+    profile: str, filters: Filters, mark: str, where: str, params: list[Any]
+) -> tuple[str, list[Any]]:
+    """The statement listing the keys that pass ``filters``: straight from the metadata
+    index when metadata is all they ask (one index range per key, intersected), else the
+    memories passing ``where``."""
+    only_metadata = filters.metadata and replace(filters, metadata=()).is_empty()
+    if not only_metadata:
+        return f"SELECT key FROM memories WHERE {where}", params
+    parts, values = [], []
+    for name, allowed in filters.metadata:
+        clause, bound = fields.lookup(mark, profile, name, allowed)
+        parts.append(clause)
+        values += bound
+    return " INTERSECT ".join(parts), values
 
 
 def _like_escaped(text: str) -> str:

@@ -356,7 +356,7 @@ class SQLiteStore(SQLiteFeedback):
 
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
-        column = "+profile" if filters.tags else "profile"
+        column = "+profile" if filters.tags or filters.metadata else "profile"
         return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
@@ -382,8 +382,8 @@ class SQLiteStore(SQLiteFeedback):
         return counts
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        where, params = self._where(profile, filters)
-        return {r[0] for r in self._read(f"SELECT key FROM memories WHERE {where}", params)}
+        query = sql.allowed_sql(profile, filters, "?", *self._where(profile, filters))
+        return {r[0] for r in self._read(*query)}
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._read(sql.superseded_sql("?"), (profile, to_micros(moment)))}
