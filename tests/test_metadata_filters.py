@@ -136,3 +136,25 @@ def test_any_key_and_text_value_can_be_filtered_on(memory: Memory) -> None:
     for i, key in enumerate(odd):
         found = memory.list(10, metadata={key: f"v\x00{i}"})
         assert [r.content for r in found] == [f"odd key note {i}"], key
+
+
+def test_a_repeated_filter_sees_every_write_at_once(
+    memory: Memory, store_at: dict[str, Any]
+) -> None:
+    """The keys of a metadata filter are kept between recalls; a memory stored or forgotten,
+    here or by another process's Memory on the same store, shows at the next call."""
+    from slm import Settings
+
+    rule = {"user_id": "u7"}
+    first = memory.remember("u7 likes green tea", metadata={"user_id": "u7"})
+    assert [r.content for r in memory.list(10, metadata=rule)] == ["u7 likes green tea"]
+    assert len(memory.recall("green tea", metadata=rule).results) == 1
+    with Memory(**store_at, settings=Settings(embedder="fake")) as other:
+        other.remember("u7 drinks coffee at work", metadata={"user_id": "u7"})
+    assert len(memory.recall("u7 tea coffee", k=10, metadata=rule).results) == 2
+    memory.forget([first.id])
+    found = memory.recall("u7 drinks coffee", k=10, metadata=rule).results
+    assert [r.memory.content for r in found] == ["u7 drinks coffee at work"]
+    with Memory(**store_at, settings=Settings(embedder="fake")) as other:
+        other.forget([r.id for r in other.list(10, metadata=rule)])
+    assert memory.recall("u7 drinks coffee", k=10, metadata=rule).results == ()

@@ -13,7 +13,9 @@ match as written (``1`` and ``1.0`` differ).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slm.models import NewMemory
@@ -88,3 +90,47 @@ def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[s
     """The memories of ``profile`` whose metadata ``name`` holds one of ``values``."""
     query, params = lookup(mark, profile, name, values)
     return f"key IN ({query})", params
+
+
+#: What says whether a profile's memories changed: the highest key of the store (every new
+#: memory raises it) and the profile's document count (every forgotten one lowers it).
+STAMP_SQL = (
+    "SELECT (SELECT coalesce(max(key), 0) FROM memories), "
+    "(SELECT coalesce(max(n_docs), 0) FROM lex_stats WHERE profile = {mark})"
+)
+
+
+class AllowedKeys:
+    """The keys a metadata-only filter admits, kept while the profile's memories stay the
+    same: metadata never changes after a memory is stored, so the set only changes when a
+    memory is stored or forgotten, which the stamp tells with two index lookups. An agent
+    that always filters by its user pays for the lookup once. Thread-safe; the least
+    recently used of ``limit`` filters goes first."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._held: OrderedDict[tuple[str, Any], tuple[tuple[Any, ...], set[int]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def keys(
+        self,
+        read: Callable[[str, list[Any]], list[Any]],
+        mark: str,
+        profile: str,
+        filters: Any,
+        query: tuple[str, list[Any]],
+    ) -> set[int]:
+        """The keys ``query`` selects, from the cache when the stamp has not moved."""
+        stamp = tuple(read(STAMP_SQL.format(mark=mark), [profile])[0])
+        wanted = (profile, filters)
+        with self._lock:
+            held = self._held.get(wanted)
+            if held is not None and held[0] == stamp:
+                self._held.move_to_end(wanted)
+                return held[1]
+        found = {row[0] for row in read(*query)}
+        with self._lock:
+            self._held[wanted] = (stamp, found)
+            while len(self._held) > self.limit:
+                self._held.popitem(last=False)
+        return found

@@ -105,6 +105,7 @@ class PostgresStore(PostgresFeedback):
         self.location = redact(dsn)
         self.dim = dim
         self._sizes: dict[str, tuple[float, int]] = {}
+        self._allowed = fields.AllowedKeys()
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 migrate(conn, dim)
@@ -372,8 +373,8 @@ class PostgresStore(PostgresFeedback):
         return {"memories": row[0], "embeddings": row[1], "lexical": row[2]}
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        query = sql.allowed_sql(profile, filters, "%s", *self._where(profile, filters))
-        return {r[0] for r in self._rows(*query)}
+        where = self._where(profile, filters)
+        return sql.allowed_keys(self._rows, self._allowed, profile, filters, "%s", *where)
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._rows(sql.superseded_sql("%s"), (profile, to_micros(moment)))}

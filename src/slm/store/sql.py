@@ -68,6 +68,23 @@ def memory_filter(
     return " AND ".join(clauses), params
 
 
+def allowed_keys(
+    read: Callable[[str, list[Any]], list[Any]],
+    cache: fields.AllowedKeys,
+    profile: str,
+    filters: Filters,
+    mark: str,
+    where: str,
+    params: list[Any],
+) -> set[int]:
+    """The keys of ``profile``'s memories that pass ``filters`` (``where``, ``params``: the
+    store's condition for them); a metadata-only filter is answered through ``cache``."""
+    query = allowed_sql(profile, filters, mark, where, params)
+    if filters.metadata and replace(filters, metadata=()).is_empty():
+        return cache.keys(read, mark, profile, filters, query)
+    return {row[0] for row in read(*query)}
+
+
 def allowed_sql(
     profile: str, filters: Filters, mark: str, where: str, params: list[Any]
 ) -> tuple[str, list[Any]]:

@@ -99,6 +99,7 @@ class SQLiteStore(SQLiteFeedback):
         self._passages = VectorCache(self._conn, folder, dim, store_id, PASSAGES)
         self._standing = VectorCache(self._conn, folder, dim, store_id, STANDING)
         self._caches = (self._vectors, self._passages, self._standing)
+        self._allowed = fields.AllowedKeys()
 
     @property
     def busy_retries(self) -> int:
@@ -382,8 +383,8 @@ class SQLiteStore(SQLiteFeedback):
         return counts
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        query = sql.allowed_sql(profile, filters, "?", *self._where(profile, filters))
-        return {r[0] for r in self._read(*query)}
+        where = self._where(profile, filters)
+        return sql.allowed_keys(self._read, self._allowed, profile, filters, "?", *where)
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         return {r[0] for r in self._read(sql.superseded_sql("?"), (profile, to_micros(moment)))}
