@@ -494,6 +494,8 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 #: The share of the store a filtered recall keeps (metadata ``conversation``).
 FILTER_SHARE = 0.10
+#: Filtered recalls compared with a wide unfiltered recall filtered afterwards.
+AFTERWARDS = 50
 
 
 def _filtered(memory: Memory, timed: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -514,17 +516,27 @@ def _filtered(memory: Memory, timed: Sequence[Mapping[str, Any]]) -> dict[str, A
         chosen.append(name)
         kept += n
     rule = {"conversation": chosen}
-    latencies, outside = [], 0
+    latencies, outside, found = [], 0, []
     for q in timed:
         start = time.perf_counter()
         response = memory.recall(q["text"], k=K, now=q["now"], metadata=rule)
         latencies.append((time.perf_counter() - start) * 1000)
         outside += sum(r.memory.metadata.get("conversation") not in chosen
                        for r in response.results)  # fmt: skip
+        found.append([r.memory.id for r in response.results])
+    # The same results as filtering afterwards? A wide unfiltered recall, then the filter.
+    overlap = []
+    for q, ids in zip(timed[:AFTERWARDS], found, strict=False):
+        wide = memory.recall(q["text"], k=1000, now=q["now"]).results
+        inside = [r.memory.id for r in wide if r.memory.metadata.get("conversation") in chosen]
+        if len(inside) >= K:
+            overlap.append(len(set(ids) & set(inside[:K])) / K)
     return {
         "filtered_share": round(kept / max(1, total), 4),
         "filtered_latency_ms": _spread(latencies),
         "filtered_results_outside": outside,
+        "filtered_same_as_afterwards": round(sum(overlap) / len(overlap), 4) if overlap else None,
+        "filtered_compared": len(overlap),
     }
 
 
@@ -595,6 +607,13 @@ def markdown(report: Mapping[str, Any]) -> str:
         (
             f"recall with a metadata filter keeping {report.get('filtered_share', 0):.0%}",
             _p50_p95(report.get("filtered_latency_ms")),
+        ),
+        (
+            "its top 10 shared with filtering a top 1,000 afterwards",
+            "-"
+            if report.get("filtered_same_as_afterwards") is None
+            else f"{report['filtered_same_as_afterwards']:.1%} "
+            f"({report['filtered_compared']} questions with 10 left after filtering)",
         ),
         ("hit@1 / hit@10", f"{report['hit@1']:.3f} / {report['hit@10']:.3f}"),
         ("abstained", f"{report['abstained']:.1%}"),
