@@ -121,21 +121,9 @@ def read(store: str, worker: int, rundir: Path) -> dict[str, Any]:
 
 
 def hang(store: str, jsonl: str, marker: str, batch: int) -> None:
-    from slm.store import sqlite_graph
     from slm.transfer import import_jsonl
 
-    original = sqlite_graph.insert_graph
-    calls = 0
-
-    def insert_graph(*args: Any, **kwargs: Any) -> None:
-        nonlocal calls
-        calls += 1
-        original(*args, **kwargs)
-        if calls == batch:
-            Path(marker).touch()
-            time.sleep(3600)
-
-    sqlite_graph.insert_graph = insert_graph
+    _hang_inside_graph_write(marker, batch)
     with Memory(store, settings=FAKE) as memory:
         import_jsonl(memory, jsonl)
 

@@ -51,7 +51,10 @@ def rows_of(profile: str, key: int, metadata: Mapping[str, Any]) -> list[tuple[A
 
 def insert(cur: Cursor, mark: str, profile: str, fresh: Sequence[tuple[int, NewMemory]]) -> None:
     """Index the metadata of new memories."""
-    rows = [row for key, item in fresh for row in rows_of(profile, key, item.metadata)]
+    _write(cur, mark, [row for key, item in fresh for row in rows_of(profile, key, item.metadata)])
+
+
+def _write(cur: Cursor, mark: str, rows: list[tuple[Any, ...]]) -> None:
     if rows:
         cur.executemany(
             f"INSERT INTO memory_fields (key, profile, name, value) "
@@ -67,13 +70,7 @@ def delete(cur: Cursor, mark: str, key: int) -> None:
 def backfill(cur: Cursor, mark: str) -> None:
     """Index the memories stored before the index existed (run once, by the migration)."""
     stored = cur.execute("SELECT key, profile, metadata FROM memories").fetchall()
-    rows = [row for key, profile, text in stored for row in rows_of(profile, key, json.loads(text))]
-    if rows:
-        cur.executemany(
-            f"INSERT INTO memory_fields (key, profile, name, value) "
-            f"VALUES ({mark}, {mark}, {mark}, {mark}) ON CONFLICT DO NOTHING",
-            rows,
-        )
+    _write(cur, mark, [row for key, p, text in stored for row in rows_of(p, key, json.loads(text))])
 
 
 def lookup(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
@@ -84,6 +81,14 @@ def lookup(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[s
         f"AND value IN ({marks})",
         [profile, canonical(name), *(canonical(v) for v in values)],
     )
+
+
+def matching(
+    mark: str, profile: str, metadata: Sequence[tuple[str, Sequence[Any]]]
+) -> tuple[str, list[Any]]:
+    """The keys of ``profile``'s memories holding, for each name, one of its values."""
+    parts = [lookup(mark, profile, name, values) for name, values in metadata]
+    return " INTERSECT ".join(q for q, _ in parts), [p for _, bound in parts for p in bound]
 
 
 def clause(mark: str, profile: str, name: str, values: Sequence[Any]) -> tuple[str, list[Any]]:

@@ -78,28 +78,12 @@ def allowed_keys(
     params: list[Any],
 ) -> set[int]:
     """The keys of ``profile``'s memories that pass ``filters`` (``where``, ``params``: the
-    store's condition for them); a metadata-only filter is answered through ``cache``."""
-    query = allowed_sql(profile, filters, mark, where, params)
+    store's condition for them). A filter that asks only about metadata is read straight
+    from the metadata index (one index range per key, intersected), through ``cache``."""
     if filters.metadata and replace(filters, metadata=()).is_empty():
+        query = fields.matching(mark, profile, filters.metadata)
         return cache.keys(read, mark, profile, filters, query)
-    return {row[0] for row in read(*query)}
-
-
-def allowed_sql(
-    profile: str, filters: Filters, mark: str, where: str, params: list[Any]
-) -> tuple[str, list[Any]]:
-    """The statement listing the keys that pass ``filters``: straight from the metadata
-    index when metadata is all they ask (one index range per key, intersected), else the
-    memories passing ``where``."""
-    only_metadata = filters.metadata and replace(filters, metadata=()).is_empty()
-    if not only_metadata:
-        return f"SELECT key FROM memories WHERE {where}", params
-    parts, values = [], []
-    for name, allowed in filters.metadata:
-        clause, bound = fields.lookup(mark, profile, name, allowed)
-        parts.append(clause)
-        values += bound
-    return " INTERSECT ".join(parts), values
+    return {row[0] for row in read(f"SELECT key FROM memories WHERE {where}", params)}
 
 
 def _like_escaped(text: str) -> str:
