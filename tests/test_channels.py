@@ -325,3 +325,67 @@ def test_a_new_channel_is_one_class_and_one_registry_line(
         assert toy.health()["channels"]["shortest"]["healthy"] is True
         only = toy.recall("kayak", channels=["shortest", "bm25"], trace=True).trace
         assert only is not None and only["channels"]["semantic"]["reason"] == "disabled"
+
+
+def test_a_new_channel_leaves_the_shipped_ranker_working(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reranking on (the default): the shipped model, trained before the channel existed,
+    still loads and reranks, reading its own features by name; a model retrained with the
+    channel reads the channel's column too."""
+    from typing import ClassVar
+
+    import numpy as np
+
+    import slm.channels as channels
+    from slm.channels.base import Context, Health, Hit, Need, Role
+    from slm.learn.features import FEATURES, feature_names
+    from slm.learn.model import Example, Ranker, default_ranker, fit
+
+    class LongestChannel:
+        name: ClassVar[str] = "longest"
+        weight: ClassVar[float] = 0.2
+        needs: ClassVar[frozenset[Need]] = frozenset()
+        role: ClassVar[Role] = "plain"
+        index: ClassVar[str | None] = None
+
+        def __init__(self, settings: Settings) -> None:
+            pass
+
+        def health(self) -> Health:
+            return Health(True)
+
+        def candidates(self, context: Context, k: int) -> list[Hit]:
+            records = context.store.page(context.query.profile, 100, 0, context.query.filters)
+            longest = sorted(records, key=lambda r: (-len(r.content), r.key))[:k]
+            return [Hit(r.key, rank, float(len(r.content))) for rank, r in enumerate(longest, 1)]
+
+    monkeypatch.setattr(channels, "REGISTRY", (*channels.REGISTRY, LongestChannel))
+    names = feature_names()
+    assert "rr_longest" in names and "rr_longest" not in FEATURES
+    shipped = default_ranker()
+    assert shipped.features == FEATURES
+    settings = Settings(embedder="fake", rerank=True)
+    with Memory(tmp_path / "toy.db", settings=settings) as toy:
+        toy.remember_many(
+            [{"content": f"kayak trip {i} on the lake, " + "paddling " * i} for i in range(8)]
+        )
+        trace = toy.recall("kayak trip on the lake", trace=True).trace
+        assert trace is not None and trace["channels"]["longest"]["ran"] is True
+        assert trace["rerank"]["model"] == shipped.id
+        assert trace["rerank"]["shift"] is not None
+    # A model trained with the channel: it names rr_longest, and that column moves it.
+    rng = np.random.default_rng(0)
+    examples = []
+    for _ in range(40):
+        matrix = rng.random((10, len(names)))
+        best = int(np.argmax(matrix[:, names.index("rr_longest")]))
+        examples.append(Example(matrix, tuple(1 if i == best else 0 for i in range(10))))
+    model = fit(examples, trained_on="test")
+    assert model.features == names
+    again = Ranker.from_json(model.to_json())
+    assert again.features == names and again.id == model.id
+    probe = np.zeros((2, len(names)))
+    probe[1, names.index("rr_longest")] = 1.0
+    scores = model.score(probe)
+    assert scores[1] > scores[0]

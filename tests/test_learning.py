@@ -101,6 +101,12 @@ def test_model_json_round_trips_and_bad_files_are_refused(tmp_path: Path) -> Non
     for name, text in bad.items():
         with pytest.raises(ModelError):
             Ranker.from_json(text, name)
+    with pytest.raises(ModelError, match="does not compute \\(rr_other\\)"):
+        Ranker.from_json(bad["other features"])
+    repeated = json.loads(model.to_json())
+    repeated["features"][1] = repeated["features"][0]
+    with pytest.raises(ModelError, match="distinct"):
+        Ranker.from_json(json.dumps(repeated))
     missing = tmp_path / "missing.json"
     with pytest.raises(ModelError, match="cannot read"):
         Ranker.load(missing)

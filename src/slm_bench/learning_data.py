@@ -19,7 +19,7 @@ import numpy as np
 
 from slm.engine import Memory, MemoryInput
 from slm.learn.adapt import read_window
-from slm.learn.features import FEATURES
+from slm.learn.features import feature_names
 from slm.learn.model import Example
 from slm_bench import locomo, retrieval
 
@@ -138,7 +138,7 @@ def load(path: Path) -> list[Seen]:
         question = Asked(m["text"], m["kind"], frozenset(m["evidence"]))
         ids = tuple(m["ids"])
         matrix = data[f"m{i}"]
-        if len(matrix) and matrix.shape[1] != len(FEATURES):
+        if len(matrix) and matrix.shape[1] != len(feature_names()):
             raise ValueError(f"{path} was collected for other features; collect it again")
         out.append(Seen(m["group"], question, ids, Example(matrix, label(ids, question.evidence))))
     return out

@@ -29,7 +29,7 @@ import numpy as np
 
 from slm.contract import RecallResponse
 from slm.errors import ModelError, NotFound, SlmError
-from slm.learn.features import FEATURES, Candidates
+from slm.learn.features import Candidates, feature_names
 from slm.learn.model import Example, Ranker, default_ranker, fit, order
 from slm.learn.rerank import Reranking
 from slm.settings import Settings
@@ -235,7 +235,7 @@ class Learning:
             kept = (window.matrix, list(window.ids))
         except (SlmError, TypeError, ValueError) as exc:
             log.warning("slm: recall %s cannot be read again: %s", entry.query_id, exc)
-            kept = (np.zeros((0, len(FEATURES))), [])
+            kept = (np.zeros((0, len(feature_names()))), [])
         self.store.keep_example(self.profile, entry.query_id, _encode(*kept))
         return kept
 
@@ -355,7 +355,8 @@ def _reciprocal_rank(ranker: Ranker, example: Example) -> float:
 
 
 def _encode(matrix: np.ndarray, ids: Sequence[str]) -> bytes:
-    payload = {"features": list(FEATURES), "ids": list(ids), "rows": matrix.round(6).tolist()}
+    rows = matrix.round(6).tolist()
+    payload = {"features": list(feature_names()), "ids": list(ids), "rows": rows}
     return zlib.compress(json.dumps(payload).encode("utf-8"))
 
 
@@ -365,9 +366,10 @@ def _decode(blob: bytes) -> tuple[np.ndarray, list[str]] | None:
         payload = json.loads(zlib.decompress(blob))
     except (zlib.error, ValueError):
         return None
-    if payload.get("features") != list(FEATURES):
+    names = feature_names()
+    if payload.get("features") != list(names):
         return None
-    rows = np.asarray(payload["rows"], dtype=np.float64).reshape(-1, len(FEATURES))
+    rows = np.asarray(payload["rows"], dtype=np.float64).reshape(-1, len(names))
     return rows, [str(i) for i in payload["ids"]]
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from slm.channels import ALL_CHANNELS, Context, Hit
+from slm.channels import ALL_CHANNELS, Context, Hit, registered
 from slm.learn.reading import answer_type, carries, focus, focus_terms
 from slm.models import MemoryRecord
 
@@ -26,10 +26,8 @@ if TYPE_CHECKING:  # slm.recall imports this module
 #: their order below them.
 WINDOW = 50
 
-#: The feature names, in column order. A model file names the features it was trained on,
-#: and a model whose names differ from these is refused (``slm.learn.model``).
-FEATURES: tuple[str, ...] = (
-    *(f"rr_{name}" for name in ALL_CHANNELS),  # 1 / rank in each channel (0: not found)
+#: The features after the channels' reciprocal ranks, in column order.
+OWN_FEATURES: tuple[str, ...] = (
     "fused",  # fused RRF score / the window's best
     "position",  # 1 / position in the ranking before reranking
     "relevance",  # the contract's relevance_score
@@ -56,18 +54,34 @@ FEATURES: tuple[str, ...] = (
 )
 
 
+def feature_names(channels: Sequence[str] | None = None) -> tuple[str, ...]:
+    """The feature names, in column order: 1 / rank in each channel (``rr_<name>``, 0
+    where it did not find the memory) for ``channels`` (default: every registered channel
+    now), then :data:`OWN_FEATURES`. A model file names the features it was trained on
+    and reads its own columns by name (``slm.learn.model``), so a channel added later
+    leaves it working."""
+    return (*(f"rr_{name}" for name in (registered() if channels is None else channels)),
+            *OWN_FEATURES)  # fmt: skip
+
+
+#: The features of the channels slm ships.
+FEATURES: tuple[str, ...] = feature_names(ALL_CHANNELS)
+
+
 @dataclass(frozen=True, slots=True)
 class Candidates:
     """The reranking window of one recall: memory keys in the order before reranking,
-    their memory ids, and their feature rows (``len(keys) x len(FEATURES)``)."""
+    their memory ids, and their feature rows (``len(keys) x len(features)``)."""
 
     keys: tuple[int, ...]
     ids: tuple[str, ...]
     matrix: np.ndarray
+    #: the name of each column of ``matrix`` (:func:`feature_names`)
+    features: tuple[str, ...] = FEATURES
 
     @classmethod
-    def empty(cls) -> Candidates:
-        return cls((), (), np.zeros((0, len(FEATURES))))
+    def empty(cls, features: tuple[str, ...] = FEATURES) -> Candidates:
+        return cls((), (), np.zeros((0, len(features))), features)
 
 
 def window(ranking: Mapping[int, float], order: Sequence[int], hidden: frozenset[int]) -> list[int]:
@@ -90,16 +104,18 @@ def candidates(
 ) -> Candidates:
     """The feature rows of ``keys`` (the window, best first, each in ``records``);
     ``marks``: the profile's (useful, not useful) feedback counts by memory id."""
-    rows = np.zeros((len(keys), len(FEATURES)), dtype=np.float64)
+    channels = registered()
+    names = feature_names(channels)
+    rows = np.zeros((len(keys), len(names)), dtype=np.float64)
     if not keys:
-        return Candidates.empty()
+        return Candidates.empty(names)
     column = {key: i for i, key in enumerate(keys)}
-    for c, name in enumerate(ALL_CHANNELS):
+    for c, name in enumerate(channels):
         for hit in rankings.get(name, ()):
             row = column.get(hit.key)
             if row is not None:
                 rows[row, c] = 1.0 / hit.rank
-    base = len(ALL_CHANNELS)
+    base = len(channels)
     best = max(fused.get(key, 0.0) for key in keys) or 1.0
     times = sorted({records[key].event_time for key in keys})
     place = {moment: i for i, moment in enumerate(times)}
@@ -135,7 +151,7 @@ def candidates(
             focus(wanted, held.get(key, set())),
             found_by[row],
         )
-    return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows)
+    return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows, names)
 
 
 def _entities(

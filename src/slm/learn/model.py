@@ -23,6 +23,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from slm.errors import ModelError
-from slm.learn.features import FEATURES
+from slm.learn.features import FEATURES, feature_names
 
 FORMAT = "slm-ranker"
 FORMAT_VERSION = 1
@@ -39,19 +40,53 @@ FORMAT_VERSION = 1
 #: the 5th of another kind of store (0.67 to 0.83); of 0.6, 0.75 and 0.9, the largest at
 #: which neither direction across the two dev files lost hit@1 (docs/learning.md).
 SHIFT_LIMIT = 0.6
-#: The features :meth:`Ranker.shift` compares: all but the profile's own feedback, which
-#: no shipped model has seen.
-_SHAPED = np.array([i for i, f in enumerate(FEATURES) if not f.startswith("marked_")])
-#: The expanded columns: each feature, then the product of each pair (i <= j).
-_PAIRS = [(i, j) for i in range(len(FEATURES)) for j in range(i, len(FEATURES))]
-COLUMNS: tuple[str, ...] = (*FEATURES, *(f"{FEATURES[i]}*{FEATURES[j]}" for i, j in _PAIRS))
-_LEFT = np.array([i for i, _ in _PAIRS], dtype=np.int64)
-_RIGHT = np.array([j for _, j in _PAIRS], dtype=np.int64)
 
 
-def expand(matrix: np.ndarray) -> np.ndarray:
-    """Feature rows with the products of each pair of features appended (:data:`COLUMNS`)."""
-    return np.hstack([matrix, matrix[:, _LEFT] * matrix[:, _RIGHT]])
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The expanded columns of a list of features: each feature, then the product of each
+    pair (i <= j); and the features :meth:`Ranker.shift` compares (all but the profile's
+    own feedback, which no shipped model has seen)."""
+
+    columns: tuple[str, ...]
+    left: np.ndarray
+    right: np.ndarray
+    shaped: np.ndarray
+
+
+@lru_cache(maxsize=8)
+def layout(features: tuple[str, ...] = FEATURES) -> Layout:
+    pairs = [(i, j) for i in range(len(features)) for j in range(i, len(features))]
+    return Layout(
+        (*features, *(f"{features[i]}*{features[j]}" for i, j in pairs)),
+        np.array([i for i, _ in pairs], dtype=np.int64),
+        np.array([j for _, j in pairs], dtype=np.int64),
+        np.array([i for i, f in enumerate(features) if not f.startswith("marked_")]),
+    )
+
+
+#: The expanded columns of the shipped channels' features.
+COLUMNS: tuple[str, ...] = layout().columns
+
+
+def expand(matrix: np.ndarray, features: tuple[str, ...] = FEATURES) -> np.ndarray:
+    """Feature rows with the products of each pair of features appended (:func:`layout`)."""
+    shape = layout(features)
+    return np.hstack([matrix, matrix[:, shape.left] * matrix[:, shape.right]])
+
+
+def project(matrix: np.ndarray, names: Sequence[str], features: Sequence[str]) -> np.ndarray:
+    """The columns ``features`` of ``matrix`` whose columns are ``names`` (0 for a feature
+    it does not have): a window computed with a channel the model never saw, read as the
+    model knows it."""
+    if tuple(names) == tuple(features):
+        return matrix
+    where = {name: i for i, name in enumerate(names)}
+    out = np.zeros((len(matrix), len(features)), dtype=np.float64)
+    for column, name in enumerate(features):
+        if name in where:
+            out[:, column] = matrix[:, where[name]]
+    return out
 
 
 #: The model that ships inside the package (``slm bench learning --train-default``).
@@ -77,6 +112,8 @@ class Ranker:
     trained_on: str = ""
     #: the most :meth:`shift` a window may have to be reranked (None: no limit)
     shift_limit: float | None = SHIFT_LIMIT
+    #: the features it was trained on, by name (``slm.learn.features.feature_names``)
+    features: tuple[str, ...] = FEATURES
     #: a name for the model that changes when any of its numbers does (computed)
     id: str = field(default="", init=False, compare=False)
 
@@ -93,7 +130,8 @@ class Ranker:
         dev files, docs/learning.md)."""
         if not len(matrix):
             return 0.0
-        z = (matrix[:, _SHAPED] - self.mean[_SHAPED]) / self.scale[_SHAPED]
+        shaped = layout(self.features).shaped
+        z = (matrix[:, shaped] - self.mean[shaped]) / self.scale[shaped]
         return float(np.sqrt(np.mean(np.mean(z, axis=0) ** 2)))
 
     def applies(self, matrix: np.ndarray) -> bool:
@@ -103,13 +141,18 @@ class Ranker:
 
     def score(self, matrix: np.ndarray) -> np.ndarray:
         """One score per row of ``matrix`` (higher ranks first)."""
-        scores: np.ndarray = ((expand(matrix) - self.mean) / self.scale) @ self.weights
+        z = (expand(matrix, self.features) - self.mean) / self.scale
+        scores: np.ndarray = z @ self.weights
         return scores
+
+    def view(self, matrix: np.ndarray, names: Sequence[str]) -> np.ndarray:
+        """``matrix`` (columns ``names``) in this model's columns: :func:`project`."""
+        return project(matrix, names, self.features)
 
     def _numbers(self) -> dict[str, Any]:
         return {
             "shift_limit": self.shift_limit,
-            "features": list(FEATURES),
+            "features": list(self.features),
             "mean": [round(float(v), 10) for v in self.mean],
             "scale": [round(float(v), 10) for v in self.scale],
             "weights": [round(float(v), 10) for v in self.weights],
@@ -147,16 +190,26 @@ class Ranker:
                 f"{where} is a ranking model of format version {data.get('version')!r}; "
                 f"this slm reads version {FORMAT_VERSION}"
             )
-        if data.get("features") != list(FEATURES):
+        features = data.get("features")
+        if (
+            not isinstance(features, list)
+            or not features
+            or not all(isinstance(f, str) for f in features)
+            or len(set(features)) != len(features)
+        ):
+            raise ModelError(f"{where}: 'features' must be a list of distinct feature names")
+        unknown = sorted(set(features) - set(feature_names()))
+        if unknown:
             raise ModelError(
-                f"{where} was trained on other features than this slm computes; "
-                "retrain it (docs/learning.md)"
+                f"{where} was trained on features this slm does not compute "
+                f"({', '.join(unknown)}); retrain it (docs/learning.md)"
             )
+        size = len(layout(tuple(features)).columns)
         arrays = []
         for name in ("weights", "mean", "scale"):
             values = data.get(name)
-            if not isinstance(values, list) or len(values) != len(COLUMNS):
-                raise ModelError(f"{where}: {name!r} must be a list of {len(COLUMNS)} numbers")
+            if not isinstance(values, list) or len(values) != size:
+                raise ModelError(f"{where}: {name!r} must be a list of {size} numbers")
             try:
                 array = np.asarray(values, dtype=np.float64)
             except (TypeError, ValueError):
@@ -172,7 +225,7 @@ class Ranker:
             isinstance(limit, bool) or not isinstance(limit, int | float) or not limit > 0
         ):
             raise ModelError(f"{where}: 'shift_limit' must be a positive number or null")
-        return cls(weights, mean, scale, str(data.get("trained_on", "")), limit)
+        return cls(weights, mean, scale, str(data.get("trained_on", "")), limit, tuple(features))
 
     @classmethod
     def load(cls, path: str | Path) -> Ranker:
@@ -201,9 +254,11 @@ def pairs(example: Example) -> list[tuple[int, int]]:
     return out
 
 
-def standardiser(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
+def standardiser(
+    examples: Sequence[Example], features: tuple[str, ...] = FEATURES
+) -> tuple[np.ndarray, np.ndarray]:
     """Mean and scale of each feature over the examples' rows (scale 1 where constant)."""
-    rows = np.vstack([expand(e.matrix) for e in examples if len(e.matrix)])
+    rows = np.vstack([expand(e.matrix, features) for e in examples if len(e.matrix)])
     mean = rows.mean(axis=0)
     scale = rows.std(axis=0)
     scale[scale < 1e-9] = 1.0
@@ -217,27 +272,33 @@ def fit(
     prior: Ranker | None = None,
     trained_on: str = "",
     iterations: int = 30,
+    features: tuple[str, ...] | None = None,
 ) -> Ranker:
-    """Train on ``examples`` (see the module docstring). With ``prior`` its standardisation
-    and weights are kept as the starting point and the pull; without, the examples set the
-    standardisation and the pull is toward 0. Deterministic."""
+    """Train on ``examples``, whose columns are ``features`` (default: every registered
+    channel's now, :func:`feature_names`); see the module docstring. With ``prior`` its
+    features, standardisation and weights are kept as the starting point and the pull;
+    without, the examples set the standardisation and the pull is toward 0.
+    Deterministic."""
+    names = feature_names() if features is None else features
     limit = prior.shift_limit if prior is not None else SHIFT_LIMIT
     if prior is not None:
         mean, scale, w0 = prior.mean, prior.scale, prior.weights
+        examples = [Example(prior.view(e.matrix, names), e.labels) for e in examples]
+        names = prior.features
     else:
-        mean, scale = standardiser(examples)
-        w0 = np.zeros(len(COLUMNS))
+        mean, scale = standardiser(examples, names)
+        w0 = np.zeros(len(layout(names).columns))
     diffs, weights = [], []
     for example in examples:
         found = pairs(example)
         if not found:
             continue
-        z = (expand(example.matrix) - mean) / scale
+        z = (expand(example.matrix, names) - mean) / scale
         better, worse = zip(*found, strict=True)
         diffs.append(z[list(better)] - z[list(worse)])
         weights.append(np.full(len(found), 1.0 / len(found)))
     if not diffs:
-        return Ranker(w0.copy(), mean, scale, trained_on, limit)
+        return Ranker(w0.copy(), mean, scale, trained_on, limit, names)
     d = np.vstack(diffs)
     c = np.concatenate(weights)
 
@@ -267,13 +328,19 @@ def fit(
         current = after
         if improved < 1e-10 * max(1.0, abs(current)):
             break
-    return Ranker(w, mean, scale, trained_on, limit)
+    return Ranker(w, mean, scale, trained_on, limit, names)
 
 
-def order(ranker: Ranker | None, example: Example) -> list[int]:
-    """Rows of ``example`` best first: by the model's score (ties: the earlier row), or as
-    they are without a model or where it does not apply (:meth:`Ranker.applies`)."""
-    if ranker is None or not len(example.matrix) or not ranker.applies(example.matrix):
+def order(
+    ranker: Ranker | None, example: Example, features: tuple[str, ...] | None = None
+) -> list[int]:
+    """Rows of ``example`` (columns ``features``, default :func:`feature_names`) best
+    first: by the model's score (ties: the earlier row), or as they are without a model or
+    where it does not apply (:meth:`Ranker.applies`)."""
+    if ranker is None or not len(example.matrix):
         return list(range(len(example.matrix)))
-    scores = ranker.score(example.matrix)
+    matrix = ranker.view(example.matrix, feature_names() if features is None else features)
+    if not ranker.applies(matrix):
+        return list(range(len(example.matrix)))
+    scores = ranker.score(matrix)
     return sorted(range(len(scores)), key=lambda i: (-scores[i], i))

@@ -82,9 +82,10 @@ def rank(
         if reranking.observe is not None:
             reranking.observe(seen)
         if reranking.ranker is not None:
-            shift = reranking.ranker.shift(seen.matrix)
-            if reranking.ranker.applies(seen.matrix):
-                ranking = reorder(ranking, seen.keys, reranking.ranker.score(seen.matrix))
+            matrix = reranking.ranker.view(seen.matrix, seen.features)
+            shift = reranking.ranker.shift(matrix)
+            if reranking.ranker.applies(matrix):
+                ranking = reorder(ranking, seen.keys, reranking.ranker.score(matrix))
                 reranked = len(keys)
     read: dict[str, Any] | None = None
     if reader is not None and ranking:

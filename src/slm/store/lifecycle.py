@@ -206,19 +206,27 @@ def _supersede_key(cur: Cursor, mark: str, profile: str, older: int, newer: int,
     )
 
 
-def updates_sql(mark: str, count: int) -> str:
+def updates_sql(mark: str, count: int, by_key: str = "") -> str:
     """The updates that touch ``count`` keys: probable ones where a key is the older or the
     newer memory, explicit ones (``superseded_by``, slot ``""``) where it is the older.
-    Parameters: the profile and the keys, three times over."""
+    Parameters: the keys, the profile, the keys, the profile, the keys, the profile.
+
+    ``by_key`` prefixes the profile columns: SQLite's ``+`` keeps its planner on the keys'
+    indexes instead of a scan of the profile's rows. Explicit updates are read from the
+    partial index of ended memories (a memory superseded explicitly has ended)."""
     keys = ", ".join([mark] * count)
     start = "coalesce(n.valid_from, n.event_time)"
-    return (
+    probable = (
         f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start} FROM fact_updates u "
         "JOIN memories o ON o.key = u.older JOIN memories n ON n.key = u.newer "
-        f"WHERE u.profile = {mark} AND (u.older IN ({keys}) OR u.newer IN ({keys})) "
+    )
+    return (
+        f"{probable}WHERE u.older IN ({keys}) AND {by_key}u.profile = {mark} "
+        f"UNION {probable}WHERE u.newer IN ({keys}) AND {by_key}u.profile = {mark} "
         f"UNION SELECT o.key, n.key, o.id, n.id, '', {start} FROM memories o "
         "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
-        f"WHERE o.profile = {mark} AND o.key IN ({keys}) ORDER BY 1, 2, 5"
+        f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {mark} "
+        "ORDER BY 1, 2, 5"
     )
 
 

@@ -397,7 +397,8 @@ class PostgresStore(PostgresFeedback):
         if not wanted:
             return []
         rows = self._rows(
-            lifecycle.updates_sql("%s", len(wanted)), [profile, *wanted, *wanted, profile, *wanted]
+            lifecycle.updates_sql("%s", len(wanted)),
+            [*wanted, profile, *wanted, profile, *wanted, profile],
         )
         return lifecycle.read_updates(rows)
 

@@ -405,7 +405,8 @@ class SQLiteStore(SQLiteFeedback):
         found: list[Update] = []
         for chunk in chunks(list(dict.fromkeys(keys)), 400):
             rows = self._read(
-                lifecycle.updates_sql("?", len(chunk)), [profile, *chunk, *chunk, profile, *chunk]
+                lifecycle.updates_sql("?", len(chunk), by_key="+"),
+                [*chunk, profile, *chunk, profile, *chunk, profile],
             )
             found.extend(lifecycle.read_updates(rows))
         return list(dict.fromkeys(found))

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
 from slm.models import MemoryRecord
+from slm.settings import Settings
 
 #: How much of a memory a list shows; the memory's page shows all of it.
 LIST_CHARS = 600
@@ -73,7 +74,7 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
     the evidence that admitted it."""
     trace: Mapping[str, Any] = response.trace or {}
     fusion = trace.get("fusion", {})
-    weights, k = fusion.get("weights", {}), float(fusion.get("k", 60))
+    weights, k = fusion.get("weights", {}), float(fusion.get("k") or Settings().rrf_k)
     details = {d["id"]: d for d in trace.get("results", [])}
     out = []
     for result in response.results:
