@@ -121,7 +121,7 @@ def read(store: str, worker: int, rundir: Path) -> dict[str, Any]:
 
 
 def hang(store: str, jsonl: str, marker: str, batch: int) -> None:
-    from slm.transfer import import_jsonl
+    from slm.copy.jsonl import import_jsonl
 
     _hang_inside_graph_write(marker, batch)
     with Memory(store, settings=FAKE) as memory:
@@ -194,7 +194,7 @@ def hang_ranker(store: str, marker: str) -> None:
 
 
 def hang_artefact(target: str, marker: str) -> None:
-    from slm import files
+    from slm.store import files
 
     def replace(*args: Any) -> None:
         Path(marker).touch()

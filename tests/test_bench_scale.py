@@ -18,8 +18,8 @@ from slm.cli import cli
 from slm.embed.fake import FakeEmbedder
 from slm.engine import MemoryInput
 from slm.ingest.entities import extract_entities
+from slm.ingest.text import terms
 from slm.ingest.timeexpr import referenced_spans
-from slm.text import terms
 from slm_bench import synth
 from slm_bench.scale import compose, store_bytes, token_table
 

@@ -13,12 +13,12 @@ import pytest
 from test_learning import NOTES
 
 from slm import Memory, Settings
-from slm.calibrate import metrics
 from slm.calibrate.artefact import MAX_ECE, MIN_HELDOUT, content_id, fingerprint
-from slm.calibrate.fit import Observation, calibrate, split
 from slm.contract import SELECTIVE_RISK, SIGNALS
 from slm.errors import CalibrationError, InvalidInput
-from slm.labelled import observe, read_labels
+from slm_fit import metrics
+from slm_fit.calibration import Observation, calibrate, split
+from slm_fit.labelled import observe, read_labels
 
 DECLARED = {"corpus": "synthetic", "queries": "synthetic"}
 

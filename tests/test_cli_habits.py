@@ -127,7 +127,7 @@ def test_import_progress_on_stderr_unless_quiet(tmp_path: Path, db: Path) -> Non
 def test_progress_lines_while_work_lasts(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from slm import cli_output
+    from slm.cli import output as cli_output
 
     monkeypatch.setattr(cli_output, "PROGRESS_EVERY", 0.0)
     with cli_output.progress(300, "read", quiet=False) as update:
@@ -195,8 +195,9 @@ def test_reindex_reports_progress_while_it_lasts(
 ) -> None:
     from click.testing import CliRunner
 
-    from slm import Memory, Settings, cli_output
+    from slm import Memory, Settings
     from slm.cli import cli
+    from slm.cli import output as cli_output
 
     store = tmp_path / "big.db"
     with Memory(store, settings=Settings(embedder="fake")) as memory:

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from slm import Memory, Settings
 from slm.cli import cli
-from slm.files import private_directory, write_private
+from slm.store.files import private_directory, write_private
 from slm.store.vectors import GraphIndex
 
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from slm import Memory, Settings
+from slm.copy.jsonl import export_jsonl, import_jsonl
 from slm.errors import InvalidInput, ModelError, NotFound
 from slm.learn import adapt
 from slm.learn.features import FEATURES, WINDOW
 from slm.learn.model import COLUMNS, Example, Ranker, default_ranker, expand, fit, order
 from slm.learn.rerank import Reranking
-from slm.transfer import export_jsonl, import_jsonl
 
 NOTES = [
     "The boiler is serviced every October by Kelvin Heating",

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from slm import InvalidInput, Memory, NotFound, Settings
+from slm.copy.jsonl import export_jsonl, import_jsonl
 from slm.ingest.asked import asked
 from slm.ingest.facts import asks_about_past, facts
 from slm.store.sqlite_schema import MIGRATIONS
-from slm.transfer import export_jsonl, import_jsonl
 
 # -- reading facts ------------------------------------------------------------------------------
 
@@ -376,7 +376,7 @@ def test_an_older_store_gains_validity(tmp_path: Path) -> None:
 
 
 def test_a_backup_keeps_validity_and_links(tmp_path: Path) -> None:
-    from slm.backup import backup
+    from slm.copy.backup import backup
 
     with Memory(tmp_path / "live.db", settings=Settings(embedder="fake")) as memory:
         old = memory.remember("I live in Berlin.", event_time="2022-01-01")

@@ -11,9 +11,9 @@ from click.testing import CliRunner
 
 from slm import Memory, Settings
 from slm.cli import cli
-from slm.migrate import migrate
+from slm.copy.stores import migrate
+from slm.ingest.text import terms as text_terms
 from slm.store import Location
-from slm.text import terms as text_terms
 
 FAKE = Settings(embedder="fake")
 PAIRS = [("sqlite", "sqlite"), ("sqlite", "postgres"), ("postgres", "sqlite")]

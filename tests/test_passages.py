@@ -11,7 +11,7 @@ import pytest
 
 from slm import InvalidInput, Memory, Settings, validate
 from slm.channels.base import CHANCE_SPREAD, passage_similarity
-from slm.migrate import migrate
+from slm.copy.stores import migrate
 
 FILLER_SENTENCE = (
     "The quarterly planning notes list the usual agenda items, owners and follow-ups for "

@@ -21,7 +21,7 @@ from store_checks import count, problems
 
 from slm import Memory
 from slm.cli import cli
-from slm.transfer import IMPORT_BATCH, import_jsonl
+from slm.copy.jsonl import IMPORT_BATCH, import_jsonl
 
 WORKER = Path(__file__).with_name("reliability_worker.py")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import slm.channels.postings as lexicon
 import slm.channels.temporal as temporal
-import slm.lexicon as lexicon
 from slm import Memory, Settings
 from slm.channels import Context, Query
 from slm.channels.bm25 import BM25Channel
@@ -33,7 +33,7 @@ def filled(path: Path) -> Memory:
 
 
 def bm25_ranking(memory: Memory, text: str) -> list[tuple[int, float]]:
-    from slm.text import query_terms
+    from slm.ingest.text import query_terms
 
     query = Query(
         text=text,

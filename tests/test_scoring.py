@@ -10,7 +10,8 @@ import pytest
 from slm import Memory
 from slm.channels.base import Hit
 from slm.channels.bm25 import MIN_SHARE_OF_BEST
-from slm.lexicon import idf
+from slm.channels.postings import idf
+from slm.ingest.text import query_terms, terms
 from slm.recall.fusion import (
     entity_graph_boost,
     lexical_coverage,
@@ -20,7 +21,6 @@ from slm.recall.fusion import (
     source_trust,
     weighted_rrf,
 )
-from slm.text import query_terms, terms
 
 
 def test_weighted_rrf_by_hand() -> None:

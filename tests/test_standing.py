@@ -8,7 +8,7 @@ import pytest
 from slm import Memory
 from slm.ingest.roles import ASSISTANT, USER, asked_about, role_of
 from slm.ingest.standing import sentences, standing_statements
-from slm.text import question_topic
+from slm.ingest.text import question_topic
 
 
 @pytest.mark.parametrize(

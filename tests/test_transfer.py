@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from slm import InvalidInput, Memory, Settings
-from slm.transfer import export_jsonl, import_jsonl
+from slm.copy.jsonl import export_jsonl, import_jsonl
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:

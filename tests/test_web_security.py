@@ -19,9 +19,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from slm import ConfigError, Settings
-from slm.http import create_app, serve
+from slm.server.rest import create_app, serve
+from slm.server.web.sessions import MAX_FAILURES, MIN_TOKEN_CHARS, Attempts, Sessions
 from slm.store import Location
-from slm.web.sessions import MAX_FAILURES, MIN_TOKEN_CHARS, Attempts, Sessions
 
 TOKEN = "a-long-enough-token-for-tests"
 BASE = "http://127.0.0.1:8765"

@@ -5,11 +5,11 @@ import json, sys
 import numpy as np
 from pathlib import Path
 from slm import Memory, Settings
-from slm.calibrate import metrics
+from slm_fit import metrics
 from slm.calibrate.artefact import Calibration, BINS
-from slm.calibrate.fit import RISKS, fit_model
+from slm_fit.calibration import RISKS, fit_model
 from slm.embed import make_embedder
-from slm.labelled import observe, read_labels, evaluate
+from slm_fit.labelled import observe, read_labels, evaluate
 
 db = Path("/tmp/cal/dev.db")
 settings = Settings.from_env()

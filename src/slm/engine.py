@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from slm import supersede, validate
+from slm import validate
 from slm.calibrate.artefact import Calibration, fingerprint
 from slm.channels import Channel, build_channels, enabled
 from slm.contract import RecallResponse
@@ -29,6 +29,7 @@ from slm.ingest import (
     SEMANTIC_LINKS,
     nearest_stored,
     semantic_links,
+    supersede,
     with_derived,
 )
 from slm.ingest.changes import probable

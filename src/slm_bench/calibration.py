@@ -1,6 +1,6 @@
 """Labelled recalls from the benchmark files, for ``slm calibrate locomo`` and ``slm
 calibrate retrieval`` (docs/calibration.md): each conversation or instance is stored as one
-profile of a store, and each question written as a label (slm.labelled) naming the memories
+profile of a store, and each question written as a label (slm_fit.labelled) naming the memories
 that hold its answer.
 
 LoCoMo: every scored question (categories 1-4) of a conversation, labelled with its cleaned

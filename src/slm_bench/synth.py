@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from slm.engine import MemoryInput
 from slm.ingest.entities import extract_entities
-from slm.text import STOPWORDS, terms
+from slm.ingest.text import STOPWORDS, terms
 
 #: Memories are drawn in chunks of this size; the stream does not depend on it otherwise.
 CHUNK = 5000

@@ -17,9 +17,9 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from slm.graphview import GraphView
+from slm.channels.graphview import GraphView
+from slm.channels.postings import Lexicon
 from slm.ingest.timeexpr import TimeSpan
-from slm.lexicon import Lexicon
 from slm.settings import Settings
 from slm.store import Filters, Store, Vector
 

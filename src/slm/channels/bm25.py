@@ -7,10 +7,10 @@ statistics the store keeps per profile, so scores do not depend on other profile
     score(d)  = sum_t idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
 
 with ``k1 = 1.2`` and ``b = 0.75`` by default (settings ``bm25_k1``, ``bm25_b``). Terms come
-from :func:`slm.text.terms` (stopwords removed, Snowball stems) on both sides.
+from :func:`slm.ingest.text.terms` (stopwords removed, Snowball stems) on both sides.
 
 At scale a common term's postings are read only up to a cut (highest impact first, see
-:mod:`slm.lexicon`); candidates then come from the partial sums, and the best
+:mod:`slm.channels.postings`); candidates then come from the partial sums, and the best
 ``RESCORED`` are rescored exactly from their stored terms.
 
 Hits scoring below ``MIN_SHARE_OF_BEST`` of the best hit are dropped. Fusion sees ranks, not
@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slm.channels.base import Context, Health, Hit, Need, Role, ranked, ranked_arrays
-from slm.lexicon import idf
+from slm.channels.postings import idf
 from slm.settings import Settings
 from slm.store import Postings
 

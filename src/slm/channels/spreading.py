@@ -23,7 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from slm.channels.base import Context, Health, Hit, Need, Role, ranked_arrays
-from slm.graphview import GraphView
+from slm.channels.graphview import GraphView
 from slm.settings import Settings
 from slm.store import Store
 

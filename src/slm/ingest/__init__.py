@@ -18,10 +18,10 @@ from slm.embed import Matrix
 from slm.ingest.changes import CANDIDATES
 from slm.ingest.entities import extract_entities
 from slm.ingest.facts import Fact, facts
+from slm.ingest.text import terms
 from slm.ingest.timeexpr import referenced_spans
 from slm.models import NewMemory, to_micros
 from slm.store import Store
-from slm.text import terms
 
 #: At most this many semantic-neighbour edges are made per new memory...
 SEMANTIC_LINKS = 3

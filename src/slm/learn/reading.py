@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from slm.text import terms
+from slm.ingest.text import terms
 
 _WHEN = re.compile(
     r"^\W*(?:when|since when|what (?:year|month|day|date|time)|which (?:year|month|day|date)|"

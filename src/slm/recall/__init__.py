@@ -25,11 +25,11 @@ from slm.channels import Channel, Context, Query, enabled
 from slm.contract import RecallResponse
 from slm.embed import Matrix
 from slm.learn.rerank import Reranking
-from slm.native import single_threaded
 from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
 from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun, run_channels, run_standalone
+from slm.recall.threads import single_threaded
 from slm.recall.versions import moment_asked
 from slm.settings import Settings
 from slm.store import Filters, Store
@@ -63,7 +63,7 @@ def recall(
     started = time.perf_counter()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
-    with single_threaded():  # see slm.native
+    with single_threaded():  # see slm.recall.threads
         query, lexicon = interpret(store, profile, text, now, filters, allowed)
         embedding = embed(query.embedded_text)
         query = _with_versions(store, query, hide_superseded)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
 
+from slm.ingest.text import terms
 from slm.models import MemoryRecord
-from slm.text import terms
 
 #: How alike (term overlap) a labelled question must be to count for this one.
 ALIKE = 0.5

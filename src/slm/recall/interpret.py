@@ -10,14 +10,14 @@ from datetime import datetime
 import numpy as np
 
 from slm.channels import Query
+from slm.channels.postings import Lexicon
 from slm.embed import Matrix
 from slm.ingest.asked import asked
 from slm.ingest.entities import Mention, extract_entities, without_names
 from slm.ingest.facts import asks_about_past
+from slm.ingest.text import query_terms, question_topic
 from slm.ingest.timeexpr import is_when_question, query_window
-from slm.lexicon import Lexicon
 from slm.store import Filters, Store
-from slm.text import query_terms, question_topic
 
 #: The query vector of a question still being embedded: empty, so a channel that reads it
 #: too early fails on the shape instead of scoring against zeros.

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 import numpy as np
 
 from slm.errors import StoreError
-from slm.files import private_directory, private_file
 from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
 from slm.store import fields, lifecycle, sql
 from slm.store import sqlite_graph as graph
@@ -41,6 +40,7 @@ from slm.store.base import (
     best_per_memory,
 )
 from slm.store.feedback_rows import SQLiteFeedback
+from slm.store.files import private_directory, private_file
 from slm.store.sqlite_conn import Connection, chunks, marks
 from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
 from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from slm.errors import StoreError, disk_full
-from slm.files import replacing
+from slm.store.files import replacing
 
 T = TypeVar("T")
 

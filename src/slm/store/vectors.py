@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slm.files import FILE_MODE, private_directory, private_file
+from slm.store.files import FILE_MODE, private_directory, private_file
 
 Matrix = npt.NDArray[np.float32]
 Pairs = list[tuple[int, float]]

@@ -1,4 +1,4 @@
-"""The shapes of the REST API's request and response bodies (``slm.http``): checked for
+"""The shapes of the REST API's request and response bodies (``slm.server.rest``): checked for
 shape here, so the OpenAPI document says what is accepted; values are checked by the
 library."""
 

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 
 from slm import validate
-from slm.calibrate import metrics
 from slm.calibrate.artefact import BINS, Calibration
-from slm.calibrate.fit import RISKS, Observation, arrays
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput
 from slm.learn.rerank import Reranking
+from slm_fit import metrics
+from slm_fit.calibration import RISKS, Observation, arrays
 
 #: The most labelled recalls one calibration reads.
 MAX_LABELS = 100_000

@@ -42,8 +42,7 @@ try:
     from starlette.exceptions import HTTPException
     from starlette.types import ASGIApp
 
-    from slm.http_guard import Guard, error_response, is_page
-    from slm.http_models import (
+    from slm.server.bodies import (
         ConversationIn,
         FeedbackIn,
         Forgotten,
@@ -56,13 +55,14 @@ try:
         UpdateIn,
         ok,
     )
-    from slm.web.docs import add_docs
-    from slm.web.pages import add_pages, error_page
-    from slm.web.sessions import MIN_TOKEN_CHARS, Attempts, Sessions
+    from slm.server.guard import Guard, error_response, is_page
+    from slm.server.web.docs import add_docs
+    from slm.server.web.pages import add_pages, error_page
+    from slm.server.web.sessions import MIN_TOKEN_CHARS, Attempts, Sessions
 except ImportError as exc:  # the extra is optional; say which one instead of a traceback
     raise ConfigError(f"slm serve needs the server extra: {install_hint('server')}") from exc
 
-log = logging.getLogger("slm.http")
+log = logging.getLogger("slm.server.rest")
 
 MAX_BODY_BYTES = 1024 * 1024
 _PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"

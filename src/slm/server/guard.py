@@ -6,7 +6,7 @@
   refused on every route. Following a link from elsewhere to a page or to ``/docs`` gets a
   page that does nothing but offer the same address to open from here.
 - **Token**: the API needs ``Authorization: Bearer <token>``; the page and ``/docs`` take a
-  sign-in session instead (:mod:`slm.web.sessions`). A client that sends wrong tokens too
+  sign-in session instead (:mod:`slm.server.web.sessions`). A client that sends wrong tokens too
   often is refused with 429 for a while, right token or not.
 - **Session**: each browser gets a session (at sign-in, or at its first page when there is
   no token), whose form token the page's forms must carry.
@@ -24,8 +24,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.requests import cookie_parser
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from slm.web.pages import MAX_FORM_BYTES, elsewhere_page, error_page, login_page
-from slm.web.sessions import (
+from slm.server.web.pages import MAX_FORM_BYTES, elsewhere_page, error_page, login_page
+from slm.server.web.sessions import (
     Attempts,
     Session,
     Sessions,
@@ -257,7 +257,7 @@ def _is_json(content_type: bytes) -> bool:
 
 
 def is_page(path: str) -> bool:
-    """The web page's addresses (slm.web): ``/`` and ``/ui/...``."""
+    """The web page's addresses (slm.server.web): ``/`` and ``/ui/...``."""
     return path == "/" or path == "/ui" or path.startswith("/ui/")
 
 

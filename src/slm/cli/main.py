@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 
 from slm import validate
-from slm.cli_base import (
+from slm.cli.base import (
     Context,
     SlmGroup,
     json_option,
@@ -23,8 +23,8 @@ from slm.cli_base import (
     where_filter,
     where_option,
 )
-from slm.cli_calibrate import calibrate_command
-from slm.cli_output import (
+from slm.cli.calibrate import calibrate_command
+from slm.cli.output import (
     emit,
     progress,
     remembered,
@@ -33,9 +33,9 @@ from slm.cli_output import (
     show_response,
     show_trace,
 )
-from slm.cli_profiles import profiles
-from slm.cli_servers import mcp, serve, ui
-from slm.cli_transfer import export, import_
+from slm.cli.profiles import profiles
+from slm.cli.servers import mcp, serve, ui
+from slm.cli.transfer import export, import_
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
 from slm.errors import DISTRIBUTION, NotFound
@@ -458,7 +458,7 @@ def reindex(obj: Context, quiet: bool, as_json: bool) -> None:
 def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None:
     """Copy every memory (ids, times, metadata, vectors, trust) to another store; re-run
     to resume. With --profile (or SLM_PROFILE), only that profile."""
-    from slm.migrate import migrate as copy_store
+    from slm.copy.stores import migrate as copy_store
 
     obj: Context = ctx.obj
     chosen = obj.profile_flag or os.environ.get("SLM_PROFILE")
@@ -493,7 +493,7 @@ def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None
 @click.pass_obj
 def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
     """Copy the whole store (every profile) to the file PATH while it stays in use."""
-    from slm.backup import backup as copy_store
+    from slm.copy.backup import backup as copy_store
 
     with obj.memory(create=False, whole_store=True) as memory:
         report = copy_store(memory, path, overwrite=force)
@@ -508,7 +508,7 @@ def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
 @click.pass_context
 def demo(ctx: click.Context, as_json: bool) -> None:
     """Store a short built-in conversation (profile 'demo') and show a few recalls."""
-    from slm.demo import QUESTIONS, conversation
+    from slm.cli.demo import QUESTIONS, conversation
 
     obj: Context = ctx.obj
     if not obj.profile_flag:

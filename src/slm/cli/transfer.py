@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from slm.cli_base import Context, json_option, quiet_option, readable
-from slm.cli_output import emit, progress
+from slm.cli.base import Context, json_option, quiet_option, readable
+from slm.cli.output import emit, progress
 
 
 @click.command(name="import")
@@ -20,7 +20,7 @@ from slm.cli_output import emit, progress
 def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
     """Store every memory of a JSON Lines FILE ('-' reads standard input); the whole file is
     validated first, and a re-run stores nothing twice."""
-    from slm.transfer import check_jsonl, import_jsonl
+    from slm.copy.jsonl import check_jsonl, import_jsonl
 
     with obj.memory() as memory, readable(file) as path:
         total = check_jsonl(memory, path)
@@ -44,8 +44,8 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
 @click.pass_obj
 def export(obj: Context, file: Path, as_json: bool) -> None:
     """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
-    from slm.files import replacing
-    from slm.transfer import export_jsonl
+    from slm.copy.jsonl import export_jsonl
+    from slm.store.files import replacing
 
     with obj.memory(create=False) as memory:
         if str(file) == "-":

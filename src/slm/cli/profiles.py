@@ -7,8 +7,8 @@ import sys
 
 import click
 
-from slm.cli_base import Context, json_option
-from slm.cli_output import emit
+from slm.cli.base import Context, json_option
+from slm.cli.output import emit
 from slm.errors import InvalidInput
 
 

@@ -9,14 +9,14 @@ from collections.abc import Callable
 
 import click
 
-from slm.cli_base import Context
+from slm.cli.base import Context
 
 
 @click.command()
 @click.pass_obj
 def mcp(obj: Context) -> None:
     """Serve the profile's memory to MCP clients (Claude Code, Cursor...) over stdio."""
-    from slm.mcp_server import run_stdio
+    from slm.server.mcp import run_stdio
 
     with obj.memory(calibrated=True) as memory:
         run_stdio(memory)
@@ -51,7 +51,7 @@ def ui(obj: Context, port: int, no_browser: bool) -> None:
 
 
 def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None] | None) -> None:
-    from slm.http import serve as serve_http
+    from slm.server.rest import serve as serve_http
 
     settings = obj.settings()
     if settings.calibration is not None:

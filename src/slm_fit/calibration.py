@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from slm.calibrate import metrics
 from slm.calibrate.artefact import (
     BINS,
     FORMAT,
@@ -32,6 +31,7 @@ from slm.calibrate.artefact import (
 from slm.contract import SIGNALS
 from slm.errors import CalibrationError, install_hint
 from slm.release import VERSION
+from slm_fit import metrics
 
 #: Selective-risk targets reported for every part.
 RISKS = (0.05, 0.1, 0.2)

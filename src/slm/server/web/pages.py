@@ -2,10 +2,10 @@
 server from the library's answers (docs/web.md). No script runs in the browser; every
 action is a link or a form, so the page works from the keyboard and with any browser.
 
-Each browser has a session (:mod:`slm.web.sessions`); the forms that change memory carry
+Each browser has a session (:mod:`slm.server.web.sessions`); the forms that change memory carry
 that session's own form token (``csrf``), so another web site cannot submit them in the
 user's name. Behind ``SLM_API_TOKEN`` the page asks for the token once; signing in starts a
-new session, signing out ends it (:class:`slm.http_guard.Guard` checks it on every request).
+new session, signing out ends it (:class:`slm.server.guard.Guard` checks it on every request).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from slm.errors import InvalidInput, NotFound, SlmError, outcome
 from slm.profiles import delete as delete_profile
 from slm.profiles import profiles, require
 from slm.related import related
-from slm.web import views
-from slm.web.sessions import Attempts, Session, Sessions, client_of, set_cookie_header
+from slm.server.web import views
+from slm.server.web.sessions import Attempts, Session, Sessions, client_of, set_cookie_header
 
 HERE = Path(__file__).parent
 TEMPLATES = Environment(

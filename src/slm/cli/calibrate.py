@@ -15,20 +15,22 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from slm import labelled, validate
+from slm import validate
 from slm.calibrate.artefact import Calibration
-from slm.calibrate.fit import Outcome, calibrate, check_options
-from slm.cli_base import Context, json_option, quiet_option
+from slm.cli.base import Context, json_option, quiet_option
 from slm.embed import Embedder, make_embedder
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput, NotFound
-from slm.files import write_private
 from slm.settings import Settings
 from slm.store import Location
+from slm.store.files import write_private
+
+if TYPE_CHECKING:  # the fitting package is imported only when a fitting command runs
+    from slm_fit.calibration import Outcome
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -162,6 +164,8 @@ def evaluate_command(
 ) -> None:
     """Measure an artefact on labelled recalls of this store (all of them held out): how it
     does on another corpus or query distribution than it was fitted on."""
+    from slm_fit import labelled
+
     settings = _settings()
     opener = _opener(obj.location(), settings, None)
     labels, _ = labelled.read_labels(label_files, obj.profile)
@@ -252,6 +256,9 @@ def _fit(
     opener: Callable[[str], AbstractContextManager[Memory]],
     fit: dict[str, Any],
 ) -> None:
+    from slm_fit import labelled
+    from slm_fit.calibration import calibrate
+
     _check(fit)
     labels, digest = labelled.read_labels(label_files, profile)
     observations, running = labelled.observe(labels, opener, fit["k"], _progress(fit))
@@ -295,6 +302,8 @@ def _fit(
 
 def _check(fit: dict[str, Any]) -> None:
     """Refuse options that would fail only after every recall ran."""
+    from slm_fit.calibration import check_options
+
     check_options(fit["seed"], fit["heldout"], fit["method"], fit["max_risk"])
     validate.k(fit["k"])
     for option in ("out", "report"):
@@ -341,7 +350,7 @@ def _write_report(report: dict[str, Any], path: str | None) -> None:
 
 
 def _plots(series: Any, directory: str, name: str, max_risk: float | None) -> None:
-    from slm.calibrate.plots import draw
+    from slm_fit.plots import draw
 
     for path in draw(series, Path(directory) / name, name, max_risk):
         click.echo(f"wrote {path}", err=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from slm.calibrate import metrics
 from slm.calibrate.artefact import BINS
 from slm.errors import CalibrationError, install_hint
+from slm_fit import metrics
 
 Series = Mapping[str, tuple[np.ndarray, np.ndarray]]
 

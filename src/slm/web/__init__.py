@@ -1,3 +1,0 @@
-"""The web page that ``slm serve`` and ``slm ui`` serve (docs/web.md): routes in
-:mod:`~slm.web.pages`, what the pages show in :mod:`~slm.web.views`, Jinja2 templates and one
-stylesheet beside them."""
