@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 
 from slm import Memory, Settings
 from slm.channels import ALL_CHANNELS
+from slm.channels.base import Context, Health, Hit, Need, Role
 from slm.embed import Matrix
 from slm.embed.fake import FakeEmbedder
 
@@ -286,33 +287,33 @@ def test_a_channel_reading_the_pending_vector_fails_loudly(
     assert trace["channels"]["semantic"]["error"]
 
 
+class ShortestChannel:
+    """A toy channel: the shortest memories first."""
+
+    name: ClassVar[str] = "shortest"
+    weight: ClassVar[float] = 0.3
+    needs: ClassVar[frozenset[Need]] = frozenset()
+    role: ClassVar[Role] = "plain"
+    index: ClassVar[str | None] = None
+
+    def __init__(self, settings: Settings) -> None:
+        pass
+
+    def health(self) -> Health:
+        return Health(True)
+
+    def candidates(self, context: Context, k: int) -> list[Hit]:
+        records = context.store.page(context.query.profile, 100, 0, context.query.filters)
+        shortest = sorted(records, key=lambda r: (len(r.content), r.key))[:k]
+        return [Hit(r.key, rank, 1.0 / len(r.content)) for rank, r in enumerate(shortest, 1)]
+
+
 def test_a_new_channel_is_one_class_and_one_registry_line(
     memory: Memory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What docs/architecture.md promises: a toy channel that finds memories by length joins
     every recall, its trace, health and fusion, with its own default weight."""
-    from typing import ClassVar
-
     import slm.channels as channels
-    from slm.channels.base import Context, Health, Hit, Need, Role
-
-    class ShortestChannel:
-        name: ClassVar[str] = "shortest"
-        weight: ClassVar[float] = 0.3
-        needs: ClassVar[frozenset[Need]] = frozenset()
-        role: ClassVar[Role] = "plain"
-        index: ClassVar[str | None] = None
-
-        def __init__(self, settings: Settings) -> None:
-            pass
-
-        def health(self) -> Health:
-            return Health(True)
-
-        def candidates(self, context: Context, k: int) -> list[Hit]:
-            records = context.store.page(context.query.profile, 100, 0, context.query.filters)
-            shortest = sorted(records, key=lambda r: (len(r.content), r.key))[:k]
-            return [Hit(r.key, rank, 1.0 / len(r.content)) for rank, r in enumerate(shortest, 1)]
 
     monkeypatch.setattr(channels, "REGISTRY", (*channels.REGISTRY, ShortestChannel))
     with Memory(tmp_path / "toy.db", settings=Settings(embedder="fake")) as toy:
@@ -333,32 +334,15 @@ def test_a_new_channel_leaves_the_shipped_ranker_working(
     """Reranking on (the default): the shipped model, trained before the channel existed,
     still loads and reranks, reading its own features by name; a model retrained with the
     channel reads the channel's column too."""
-    from typing import ClassVar
-
     import numpy as np
 
     import slm.channels as channels
-    from slm.channels.base import Context, Health, Hit, Need, Role
     from slm.learn.features import FEATURES, feature_names
     from slm.learn.model import Example, Ranker, default_ranker, fit
 
-    class LongestChannel:
+    class LongestChannel(ShortestChannel):
         name: ClassVar[str] = "longest"
         weight: ClassVar[float] = 0.2
-        needs: ClassVar[frozenset[Need]] = frozenset()
-        role: ClassVar[Role] = "plain"
-        index: ClassVar[str | None] = None
-
-        def __init__(self, settings: Settings) -> None:
-            pass
-
-        def health(self) -> Health:
-            return Health(True)
-
-        def candidates(self, context: Context, k: int) -> list[Hit]:
-            records = context.store.page(context.query.profile, 100, 0, context.query.filters)
-            longest = sorted(records, key=lambda r: (-len(r.content), r.key))[:k]
-            return [Hit(r.key, rank, float(len(r.content))) for rank, r in enumerate(longest, 1)]
 
     monkeypatch.setattr(channels, "REGISTRY", (*channels.REGISTRY, LongestChannel))
     names = feature_names()
