@@ -16,35 +16,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import numpy as np
-
 from slm import validate
 from slm.calibrate.artefact import Calibration, fingerprint
 from slm.channels import Channel, build_channels, enabled
 from slm.contract import RecallResponse
-from slm.embed import Embedder, Matrix, embed_passages, make_embedder, reads_passages
+from slm.embed import Embedder, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
-from slm.ingest import (
-    SEMANTIC_LINK_FLOOR,
-    SEMANTIC_LINKS,
-    nearest_stored,
-    semantic_links,
-    supersede,
-    with_derived,
-)
-from slm.ingest.changes import probable
-from slm.ingest.facts import facts
-from slm.ingest.standing import embedded_statements
-from slm.items import MemoryInput, channel_names, check_item, content_hash, filters_of
+from slm.ingest import stage, supersede
+from slm.items import MemoryInput, channel_names, check_item, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
-from slm.models import MemoryRecord, NewMemory, Remembered
+from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path
 from slm.store import Location, Store, open_store
-from slm.store.base import MAX_PASSAGES, FeedbackEvent
+from slm.store.base import FeedbackEvent
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -276,21 +264,7 @@ class Memory:
             if c.content_hash not in known:
                 pending.setdefault(c.content_hash, c)
         fresh = list(pending.values())
-        passages = embed_passages(self.embedder, [c.content for c in fresh], MAX_PASSAGES)
-        embedded = _firsts(passages, self.embedder.dim)
-        standing = embedded_statements(
-            self.embedder, [c.content for c in fresh], [c.source for c in fresh]
-        )
-        nearest = nearest_stored(self.store, self.profile, embedded)
-        links = semantic_links(embedded, nearest)
-        stated = [facts(c.content, c.source) for c in fresh]
-        found = probable(self.store, self.profile, fresh, embedded, nearest, stated)
-        new_items = [
-            with_derived(c, p, stored, batch, statements, ch, said)
-            for c, p, (stored, batch), statements, ch, said in zip(
-                fresh, passages, links, standing, found, stated, strict=True
-            )
-        ]
+        new_items = stage.prepare(self.store, self.profile, self.embedder, fresh)
         ids = dict(known)
         updates: dict[str, tuple[str, ...]] = {}
         if new_items:
@@ -398,31 +372,7 @@ class Memory:
         self.store.rebuild_vectors(self.profile)
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
-            vectors = self.store.vectors(self.profile, [r.key for r in records])
-            # Only a text longer than the model's window has passages beyond its first one
-            # (a word piece is at least one character): no other text is embedded again.
-            long = [r for r in records if reads_passages(self.embedder, r.content)]
-            embedded = embed_passages(self.embedder, [r.content for r in long], MAX_PASSAGES)
-            further = {r.key: p[1:] for r, p in zip(long, embedded, strict=True)}
-            standing = embedded_statements(
-                self.embedder, [r.content for r in records], [r.source for r in records]
-            )
-            items = []
-            for record, vector, statements in zip(records, vectors, standing, strict=True):
-                # Only earlier memories, as at ingest: a rebuild gives the same graph (up to
-                # the half-precision rounding of a graph-indexed profile's vectors).
-                neighbours = tuple(
-                    (key, score)
-                    for key, score in self.store.vector_search(
-                        self.profile, vector, SEMANTIC_LINKS, None, below=record.key
-                    )
-                    if score >= SEMANTIC_LINK_FLOOR
-                )
-                item = _record_as_new(record)
-                rest = further.get(record.key)
-                passages = vector[None, :] if rest is None else np.vstack([vector[None, :], rest])
-                derived = with_derived(item, passages, neighbours, (), statements)
-                items.append((record.key, derived))
+            items = stage.rederive(self.store, self.profile, self.embedder, records)
             self.store.rederive(self.profile, items)
             done += len(records)
             if progress is not None:
@@ -624,26 +574,3 @@ class Memory:
             "calibration": calibration.describe() if calibration else {"status": "uncalibrated"},
             "reader": self.reader.describe() if self.reader else None,
         }
-
-
-def _record_as_new(record: MemoryRecord) -> NewMemory:
-    return NewMemory(
-        content=record.content,
-        content_hash=content_hash(record.content),
-        event_time=record.event_time,
-        recorded_at=record.recorded_at,
-        source=record.source,
-        confidence=record.confidence,
-        metadata=record.metadata,
-        tags=record.tags,
-        terms=(),
-        vector=b"",
-        id=record.id,
-    )
-
-
-def _firsts(passages: Sequence[Matrix], dim: int) -> Matrix:
-    """The first passage of each text: its own vector."""
-    if not passages:
-        return np.zeros((0, dim), dtype=np.float32)
-    return np.stack([p[0] for p in passages]).astype(np.float32)

@@ -4,7 +4,6 @@ filters and channel names, checked."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -13,7 +12,7 @@ from typing import Any
 from slm import validate
 from slm.channels import registered
 from slm.errors import InvalidInput
-from slm.models import NewMemory
+from slm.models import NewMemory, content_hash
 from slm.store import Filters
 
 
@@ -36,10 +35,6 @@ class MemoryInput:
     #: until when it held, and what replaced it (an export's validity, carried by import)
     valid_to: datetime | str | None = None
     superseded_by: str | None = None
-
-
-def content_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def check_item(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+
+def content_hash(text: str) -> str:
+    """What identifies a memory's content within a profile (storing it again is a no-op)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def iso(moment: datetime) -> str:

@@ -36,8 +36,7 @@ from slm import validate
 from slm.conversations import is_conversation, memories
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
-from slm.items import content_hash
-from slm.models import to_micros
+from slm.models import content_hash, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback_rows import MAX_FEEDBACK
 
