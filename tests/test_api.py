@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -200,3 +202,36 @@ def test_mean_vector_follows_writes_and_forgets(memory: Memory) -> None:
     mean, count = memory.store.mean_vector(memory.profile)
     assert count == 3
     assert np.allclose(mean, vectors[2:].mean(axis=0), atol=1e-5)
+
+
+def test_a_recall_request_is_one_value_logged_and_replayed(tmp_path: Path) -> None:
+    """Memory.recall and recall_request answer alike; the log keeps the request whole
+    (every option but trace) and it reads back as the same request."""
+    from slm import RecallRequest
+    from slm.models import LOGGED_OPTIONS
+
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        memory.remember_many(
+            [
+                {"content": "Priya is allergic to cats", "tags": ["health"]},
+                {"content": "Deploys happen on Thursdays", "tags": ["work"]},
+            ]
+        )
+        request = RecallRequest(
+            "Priya cats", k=3, tags=(t for t in ["health"]), now="2025-01-01T00:00:00Z"
+        )
+        assert request.tags == ("health",)  # a generator is read once, when built
+        by_keywords = memory.recall("Priya cats", k=3, tags=["health"], now="2025-01-01T00:00:00Z")
+        by_value = memory.recall_request(request)
+        assert by_value.ids == by_keywords.ids and by_value.ids
+        memory.learning.flush()
+        entry = memory.learning.logged_recall(by_value.query_id or "")
+        kept = json.loads(entry.request)
+        assert set(kept) == set(LOGGED_OPTIONS) - {"metadata"}
+        assert RecallRequest.from_log(kept) == RecallRequest(
+            "Priya cats", k=3, tags=["health"], now="2025-01-01T00:00:00Z"
+        )
+        with pytest.raises(TypeError):
+            RecallRequest.from_log({**kept, "colour": "blue"})
+        with pytest.raises(TypeError):
+            memory.recall_with(None, request, k=5)

@@ -23,7 +23,7 @@ from slm.errors import (
     SlmError,
     StoreError,
 )
-from slm.models import MemoryRecord
+from slm.models import MemoryRecord, RecallRequest
 from slm.release import VERSION
 from slm.settings import Settings
 
@@ -44,6 +44,7 @@ __all__ = [
     "MemoryRecord",
     "ModelError",
     "NotFound",
+    "RecallRequest",
     "RecallResponse",
     "RecallResult",
     "Remembered",

@@ -62,6 +62,7 @@ class AsyncMemory:
     update = _threaded(Memory.update)
     unlink = _threaded(Memory.unlink)
     recall = _threaded(Memory.recall)
+    recall_request = _threaded(Memory.recall_request)
     get = _threaded(Memory.get)
     list = _threaded(Memory.list)
     count = _threaded(Memory.count)

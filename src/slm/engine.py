@@ -26,7 +26,7 @@ from slm.ingest import stage, supersede
 from slm.items import MemoryInput, channel_names, check_item, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
-from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
+from slm.models import MemoryRecord, NewMemory, RecallRequest, Remembered, content_hash
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
@@ -443,35 +443,34 @@ class Memory:
         (docs/learning.md). The response's ``query_id`` names this recall for
         :meth:`feedback`.
         """
-        if not isinstance(tags, str | bytes) and isinstance(tags, Iterable):
-            tags = tuple(tags)  # read once: a generator is used up by the recall
-        if (
-            channels is not None
-            and not isinstance(channels, str)
-            and isinstance(channels, Iterable)
-        ):
-            channels = tuple(channels)
-        request: dict[str, Any] = {
-            "k": k,
-            "source": source,
-            "tags": tags,
-            "after": after,
-            "before": before,
-            "channels": channels,
-            "now": now,
-            "include_superseded": include_superseded,
-            "as_of": as_of,
-            **({"metadata": metadata} if metadata else {}),
-        }
+        return self.recall_request(
+            RecallRequest(
+                query,
+                k,
+                trace,
+                source,
+                tags,
+                after,
+                before,
+                channels,
+                now,
+                include_superseded,
+                as_of,
+                metadata,
+            )
+        )
+
+    def recall_request(self, request: RecallRequest) -> RecallResponse:
+        """:meth:`recall` of a request built whole (what every adapter passes)."""
         reranking = self.learning.reranking()
-        response = self.recall_with(reranking, query, trace=trace, **request)
+        response = self.recall_with(reranking, request)
         calibration = self.calibration  # read once: use_calibration may swap it meanwhile
         if calibration is not None:
             response = calibration.apply(
                 response,
                 ranker=reranking.model_id if reranking else None,
-                restricted=channels is not None
-                and set(channel_names(channels)) != set(enabled(self.settings)),
+                restricted=request.channels is not None
+                and set(channel_names(request.channels)) != set(enabled(self.settings)),
             )
         return self.learning.logged(response, request)
 
@@ -495,47 +494,46 @@ class Memory:
         self.calibration = None if path is None else Calibration.load(path, self.fingerprint())
 
     def recall_with(
-        self,
-        reranking: Reranking | None,
-        query: str,
-        *,
-        k: int = 10,
-        trace: bool = False,
-        source: str | None = None,
-        tags: Sequence[str] = (),
-        after: datetime | str | None = None,
-        before: datetime | str | None = None,
-        channels: Sequence[str] | None = None,
-        now: datetime | str | None = None,
-        include_superseded: bool = False,
-        as_of: datetime | str | None = None,
-        metadata: Mapping[str, Any] | str | None = None,
+        self, reranking: Reranking | None, request: RecallRequest | str, **options: Any
     ) -> RecallResponse:
         """:meth:`recall` reranking with ``reranking`` instead of the settings' choice (None:
         no reranker): how feedback reads a recall's features, and how the benchmarks compare
-        models on one store."""
-        text = validate.query(query)
-        k = validate.k(k)
+        models on one store. ``request`` is a :class:`RecallRequest`, or a question with
+        :meth:`recall`'s keywords as ``options``."""
+        if isinstance(request, str):
+            request = RecallRequest(request, **options)
+        elif options:
+            raise TypeError("recall_with takes a RecallRequest or a question with options")
+        text = validate.query(request.query)
+        k = validate.k(request.k)
+        include_superseded = request.include_superseded
         if not isinstance(include_superseded, bool):
             raise InvalidInput(
                 "include_superseded must be true or false", field="include_superseded"
             )
-        valid_at = validate.timestamp(as_of, "as_of")
+        valid_at = validate.timestamp(request.as_of, "as_of")
         if valid_at is not None and include_superseded:
             raise InvalidInput(
                 "as_of answers with what held then; it cannot include superseded memories",
                 field="as_of",
             )
         filters = replace(
-            filters_of(source, tags, after, before, metadata=metadata), valid_at=valid_at
+            filters_of(
+                request.source,
+                request.tags,
+                request.after,
+                request.before,
+                metadata=request.metadata,
+            ),
+            valid_at=valid_at,
         )
         settings = self.settings
-        if channels is not None:
-            settings = settings.with_channels(channel_names(channels))
+        if request.channels is not None:
+            settings = settings.with_channels(channel_names(request.channels))
         allowed = None
         if not filters.is_empty():
             allowed = frozenset(self.store.allowed_keys(self.profile, filters))
-        moment = validate.timestamp(now, "now") or valid_at or datetime.now(UTC)
+        moment = validate.timestamp(request.now, "now") or valid_at or datetime.now(UTC)
         response, runs = read(
             self.store,
             self.channels,
@@ -548,7 +546,7 @@ class Memory:
             filters=filters,
             allowed=allowed,
             hide_superseded=not include_superseded and valid_at is None,
-            want_trace=trace,
+            want_trace=request.trace,
             reranking=reranking,
             reader=self.reader,
         )

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -154,3 +154,55 @@ class Remembered:
             "replaced": list(self.replaced),
             "updates": list(self.updates),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RecallRequest:
+    """One recall as every surface asks for it: the question and its options
+    (:meth:`slm.Memory.recall` documents each; they are checked when the recall runs).
+    ``Memory.recall`` builds one from its keywords, every adapter builds one from what it
+    was given, and the recall log keeps it (:meth:`to_log`) for feedback to replay."""
+
+    query: str
+    k: int = 10
+    trace: bool = False
+    source: str | None = None
+    tags: Sequence[str] = ()
+    after: datetime | str | None = None
+    before: datetime | str | None = None
+    channels: Sequence[str] | None = None
+    now: datetime | str | None = None
+    include_superseded: bool = False
+    as_of: datetime | str | None = None
+    metadata: Mapping[str, Any] | str | None = None
+
+    def __post_init__(self) -> None:
+        # Iterables are read once, here: a generator is used up by the first reading.
+        for name in ("tags", "channels"):
+            value = getattr(self, name)
+            if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+                object.__setattr__(self, name, tuple(value))
+
+    def to_log(self) -> dict[str, Any]:
+        """What the recall log keeps of it: every option but ``trace`` (``metadata`` only
+        when given), times as ISO 8601 text."""
+        out: dict[str, Any] = {}
+        for name in LOGGED_OPTIONS:
+            value = getattr(self, name)
+            if name == "metadata" and not value:
+                continue
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
+        return out
+
+    @classmethod
+    def from_log(cls, data: Mapping[str, Any]) -> RecallRequest:
+        """A request the log kept (:meth:`to_log`); TypeError for a field it does not know."""
+        return cls(**data)
+
+
+#: The options of a :class:`RecallRequest` the recall log keeps, the question included.
+LOGGED_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(RecallRequest) if f.name != "trace")

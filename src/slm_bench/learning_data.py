@@ -21,6 +21,7 @@ from slm.engine import Memory, MemoryInput
 from slm.learn.adapt import read_window
 from slm.learn.features import feature_names
 from slm.learn.model import Example
+from slm.models import RecallRequest
 from slm_bench import locomo, retrieval
 
 
@@ -101,7 +102,7 @@ def examples(
 ) -> Iterator[Seen]:
     """Each question's window on ``memory`` (where ``group`` is stored), labelled."""
     for question in questions:
-        window = read_window(memory.recall_with, question.text, k=10, now=group.now)
+        window = read_window(memory.recall_with, RecallRequest(question.text, k=10, now=group.now))
         row_ids = tuple(ids.get(i, "") for i in window.ids)
         yield Seen(
             group.name,

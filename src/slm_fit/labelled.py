@@ -32,6 +32,7 @@ from slm.calibrate.artefact import BINS, Calibration
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput
 from slm.learn.rerank import Reranking
+from slm.models import RecallRequest
 from slm_fit import metrics
 from slm_fit.calibration import RISKS, Observation, arrays
 
@@ -147,7 +148,8 @@ def observe(
             base = memory.learning.base
             reranking = Reranking(base, base.id, memory.learning.base_origin) if base else None
             for label in items:
-                response = memory.recall_with(reranking, label.query, k=k, now=label.now)
+                request = RecallRequest(label.query, k=k, now=label.now)
+                response = memory.recall_with(reranking, request)
                 assert response.signals is not None
                 hit = bool(label.evidence & set(response.ids))
                 observations.append(

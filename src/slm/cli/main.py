@@ -39,6 +39,7 @@ from slm.cli.transfer import export, import_
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
 from slm.errors import DISTRIBUTION, NotFound
+from slm.models import RecallRequest
 
 
 @click.group(cls=SlmGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -200,7 +201,7 @@ def recall(
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
     --include-superseded)."""
     with obj.memory(create=False, calibrated=True) as memory:
-        response = memory.recall(
+        request = RecallRequest(
             query,
             k=k,
             trace=trace,
@@ -214,6 +215,7 @@ def recall(
             channels=channels.split(",") if channels is not None else None,
             metadata=where_filter(where),
         )
+        response = memory.recall_request(request)
         contents = _trace_contents(memory, response) if trace and not as_json else {}
     if as_json:
         emit(response.to_dict())

@@ -36,7 +36,7 @@ from slm import validate
 from slm.conversations import is_conversation, memories
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
-from slm.models import content_hash, to_micros
+from slm.models import LOGGED_OPTIONS, content_hash, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback_rows import MAX_FEEDBACK
 
@@ -330,10 +330,7 @@ def _feedback_event(item: dict[str, Any]) -> tuple[FeedbackEvent, dict[str, Any]
 
 
 #: What a logged recall request may hold (``Learning.logged``).
-_REQUEST_FIELDS = frozenset(
-    {"query", "k", "now", "source", "tags", "after", "before", "channels"}
-    | {"include_superseded", "as_of", "metadata"}
-)
+_REQUEST_FIELDS = frozenset(LOGGED_OPTIONS)
 
 
 def _store_feedback(memory: Memory, items: list[dict[str, Any]], ids: dict[str, str]) -> int:

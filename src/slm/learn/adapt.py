@@ -32,6 +32,7 @@ from slm.errors import ModelError, NotFound, SlmError
 from slm.learn.features import Candidates, feature_names
 from slm.learn.model import Example, Ranker, default_ranker, fit, order
 from slm.learn.rerank import Reranking
+from slm.models import RecallRequest
 from slm.settings import Settings
 from slm.store import Store
 from slm.store.base import FeedbackEvent, LoggedRecall
@@ -58,7 +59,7 @@ MIN_SURE = 2.0
 MODEL_TTL = 5.0
 
 #: ``Memory.recall_with``: a recall with a given reranking.
-Recall = Callable[..., RecallResponse]
+Recall = Callable[[Reranking | None, RecallRequest], RecallResponse]
 
 
 def _meta_key(profile: str) -> str:
@@ -152,7 +153,7 @@ class Learning:
 
     # -- the recall log ------------------------------------------------------------------
 
-    def logged(self, response: RecallResponse, request: Mapping[str, Any]) -> RecallResponse:
+    def logged(self, response: RecallResponse, request: RecallRequest) -> RecallResponse:
         """``response`` with a ``query_id``, the request and its results kept under it.
 
         The log is written by a thread of its own, so that a recall never waits for a write
@@ -161,7 +162,7 @@ class Learning:
         query_id = uuid.uuid4().hex
         now = datetime.now(UTC)
         try:
-            kept = {key: _jsonable(value) for key, value in request.items()}
+            kept = request.to_log()
             # The moment the recall read relative times against, as near as it matters.
             kept["now"] = kept["now"] or kept["as_of"] or now.isoformat()
             kept["query"] = response.query
@@ -204,8 +205,8 @@ class Learning:
     def _rerun(self, entry: LoggedRecall) -> Candidates:
         """A logged recall again, without reranking: its window. Feedback given after it
         (its own labels included) is left out of the window's features."""
-        request = json.loads(entry.request)
-        return read_window(self._recall, request.pop("query"), entry.created_at, **request)
+        request = RecallRequest.from_log(json.loads(entry.request))
+        return read_window(self._recall, request, entry.created_at)
 
     # -- feedback ------------------------------------------------------------------------
 
@@ -292,13 +293,14 @@ class Learning:
 
 
 def read_window(
-    recall: Recall, query: str, marks_before: int | None = None, **request: Any
+    recall: Recall, request: RecallRequest, marks_before: int | None = None
 ) -> Candidates:
     """The window of one recall (``recall``: ``Memory.recall_with``) before reranking, with
     feedback given before ``marks_before`` among its features; empty when nothing passed
     the evidence floor."""
     seen: list[Candidates] = []
-    recall(Reranking(None, observe=seen.append, marks_before=marks_before), query, **request)
+    reranking = Reranking(None, observe=seen.append, marks_before=marks_before)
+    recall(reranking, replace(request, trace=False))
     return seen[0] if seen else Candidates.empty()
 
 
@@ -371,14 +373,6 @@ def _decode(blob: bytes) -> tuple[np.ndarray, list[str]] | None:
         return None
     rows = np.asarray(payload["rows"], dtype=np.float64).reshape(-1, len(names))
     return rows, [str(i) for i in payload["ids"]]
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, tuple | list | set | frozenset):
-        return list(value)
-    return value
 
 
 def feedback_event(memory_id: str, useful: bool, query_id: str | None) -> FeedbackEvent:

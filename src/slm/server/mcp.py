@@ -19,6 +19,7 @@ from typing import Annotated, Any, cast
 from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import ConfigError, NotFound, SlmError, install_hint, outcome
+from slm.models import RecallRequest
 from slm.profiles import profiles as listed
 from slm.profiles import require
 
@@ -226,17 +227,19 @@ def build_server(memory: Memory) -> MCPServer:
         ] = None,
     ) -> dict[str, Any]:
         return _read(
-            lambda: memory.recall(
-                query,
-                k=k,
-                trace=trace,
-                source=source,
-                tags=tags or (),
-                after=after,
-                before=before,
-                include_superseded=include_superseded,
-                as_of=as_of,
-                metadata=metadata,
+            lambda: memory.recall_request(
+                RecallRequest(
+                    query,
+                    k=k,
+                    trace=trace,
+                    source=source,
+                    tags=tags or (),
+                    after=after,
+                    before=before,
+                    include_superseded=include_superseded,
+                    as_of=as_of,
+                    metadata=metadata,
+                )
             ).to_dict()
         )
 

@@ -29,6 +29,7 @@ from slm import __version__, validate
 from slm.embed import Embedder
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
+from slm.models import RecallRequest
 from slm.profiles import delete, profiles, require
 from slm.settings import Settings
 from slm.store import Location
@@ -238,8 +239,7 @@ def _add_routes(app: FastAPI) -> None:
     @app.post("/v1/recall", responses=ok(RecallOut))
     def recall(body: RecallIn, memory: Mem) -> JSONResponse:
         """The memories most relevant to the query, as a score contract v2 response."""
-        options = body.model_dump(exclude={"query"})
-        response = memory.recall(body.query, **options)
+        response = memory.recall_request(RecallRequest(**body.model_dump()))
         if not response.results:
             require(memory)  # an empty answer from a mistyped profile says so
         return JSONResponse(response.to_dict())
