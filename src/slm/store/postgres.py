@@ -17,10 +17,9 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -30,7 +29,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
-from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.models import NewMemory, to_micros
 from slm.store import fields, lifecycle, sql
 from slm.store import postgres_graph as graph
 from slm.store import postgres_lexical as lexical
@@ -40,12 +39,11 @@ from slm.store.base import (
     LexicalStats,
     Postings,
     Stored,
-    Update,
     Vector,
     best_per_memory,
 )
-from slm.store.feedback_rows import PostgresFeedback
 from slm.store.postgres_schema import migrate
+from slm.store.relational import Relational
 
 #: Vector searches over at most this many candidates (the allowed keys, or the profile's
 #: memories) scan them exactly; larger ones use the HNSW index.
@@ -57,7 +55,7 @@ MIN_EF_SEARCH = 40
 #: How long a profile's size, read to choose between exact and HNSW search, is reused.
 SIZE_TTL_S = 1.0
 
-_MEMORY_COLUMNS = sql.MEMORY_COLUMNS
+T = TypeVar("T")
 _INSERT_MEMORY = (
     "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at, "
     "source, confidence, metadata, tags, session, valid_from, valid_to, superseded_by) "
@@ -70,22 +68,6 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
     return [("tags @> %s::text[]", [list(tags)])]
 
 
-def _record(row: Sequence[Any]) -> MemoryRecord:
-    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
-    return MemoryRecord(
-        id=id_,
-        content=content,
-        event_time=from_micros(event_time),
-        recorded_at=from_micros(recorded_at),
-        source=source,
-        confidence=confidence,
-        metadata=json.loads(metadata),
-        tags=tuple(tags),
-        key=key,
-        **sql.record_times(row),
-    )
-
-
 def redact(dsn: str) -> str:
     """The DSN without its password, for messages and ``health``."""
     try:
@@ -96,10 +78,14 @@ def redact(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
-class PostgresStore(PostgresFeedback):
-    """PostgreSQL implementation of :class:`~slm.store.base.Store`."""
+class PostgresStore(Relational):
+    """PostgreSQL implementation of :class:`~slm.store.base.Store` (what both stores do
+    alike is :class:`~slm.store.relational.Relational`)."""
 
     kind = "postgres"
+    mark = "%s"
+    meta_table = "slm_meta"
+    chunk = 5000
 
     def __init__(self, dsn: str, *, dim: int, pool_size: int = 4) -> None:
         self.location = redact(dsn)
@@ -155,14 +141,18 @@ class PostgresStore(PostgresFeedback):
             cur.execute(sql, params, binary=binary)
             return cur.fetchall()
 
-    # -- writes -----------------------------------------------------------------------
+    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._rows(sql, params)
 
-    def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
-        rows = self._rows(
-            "SELECT content_hash, id FROM memories WHERE profile = %s AND content_hash = ANY(%s)",
-            (profile, list(dict.fromkeys(hashes))),
-        )
-        return dict(rows)
+    def _change(self, profile: str | None, work: Callable[[lifecycle.Cursor], T]) -> T:
+        with self._write(profile) as cur:
+            return work(cur)
+
+    @staticmethod
+    def _tags(value: Any) -> tuple[str, ...]:
+        return tuple(value)
+
+    # -- writes -----------------------------------------------------------------------
 
     def insert(
         self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
@@ -313,114 +303,11 @@ class PostgresStore(PostgresFeedback):
             self._insert_derived(cur, profile, list(items), rederive=True)
             lifecycle.insert_facts(cur, "%s", profile, list(items))
 
-    def set_meta(self, key: str, value: str) -> None:
-        with self._write(None) as cur:
-            cur.execute(
-                "INSERT INTO slm_meta (key, value) VALUES (%s, %s) "
-                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )
-
     # -- reads ------------------------------------------------------------------------
-
-    def meta(self, key: str) -> str | None:
-        rows = self._rows("SELECT value FROM slm_meta WHERE key = %s", (key,))
-        return str(rows[0][0]) if rows else None
-
-    def profiles(self) -> list[str]:
-        return [r[0] for r in self._rows("SELECT DISTINCT profile FROM memories ORDER BY 1")]
-
-    def profile_summaries(self) -> list[tuple[str, int, int]]:
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._rows(sql.PROFILE_SUMMARIES)]
-
-    def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
-        rows = self._rows(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = %s AND id = ANY(%s)",
-            (profile, list(ids)),
-        )
-        by_id = {r.id: r for r in map(_record, rows)}
-        return [by_id[i] for i in ids if i in by_id]
-
-    def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]:
-        rows = self._rows(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE profile = %s AND key = ANY(%s)",
-            (profile, list(keys)),
-        )
-        return {r.key: r for r in map(_record, rows)}
 
     @staticmethod
     def _where(profile: str, filters: Filters) -> tuple[str, list[Any]]:
         return sql.memory_filter(profile, filters, "%s", _tag_clauses)
-
-    def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
-        where, params = self._where(profile, filters)
-        return [_record(r) for r in self._rows(sql.page_sql(where, "%s"), [*params, limit, offset])]
-
-    def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
-        return [_record(r) for r in self._rows(sql.scan_sql("%s"), (profile, after_key, limit))]
-
-    def count(self, profile: str, filters: Filters | None = None) -> int:
-        where, params = self._where(profile, filters or Filters())
-        return int(self._rows(sql.count_sql(where), params)[0][0])
-
-    def index_counts(self, profile: str) -> dict[str, int]:
-        row = self._rows(
-            "SELECT (SELECT count(*) FROM memories WHERE profile = %s), "
-            "(SELECT count(*) FROM embeddings WHERE profile = %s), "
-            "(SELECT count(*) FROM lex_docs WHERE profile = %s)",
-            (profile, profile, profile),
-        )[0]
-        return {"memories": row[0], "embeddings": row[1], "lexical": row[2]}
-
-    def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        where = self._where(profile, filters)
-        return sql.allowed_keys(self._rows, self._allowed, profile, filters, "%s", *where)
-
-    def superseded(self, profile: str, moment: datetime) -> set[int]:
-        return {r[0] for r in self._rows(sql.superseded_sql("%s"), (profile, to_micros(moment)))}
-
-    def replaced(self, profile: str, newer_id: str) -> list[int]:
-        return [r[0] for r in self._rows(lifecycle.replaced_sql("%s"), (profile, newer_id))]
-
-    def supersede(
-        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
-    ) -> None:
-        with self._write(profile) as cur:
-            lifecycle.supersede(cur, "%s", profile, newer_id, older_ids, to_micros(moment))
-
-    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
-        with self._write(profile) as cur:
-            return lifecycle.dismiss(cur, "%s", profile, older_id, newer_id)
-
-    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
-        wanted = list(dict.fromkeys(keys))
-        if not wanted:
-            return []
-        rows = self._rows(
-            lifecycle.updates_sql("%s", len(wanted)),
-            [*wanted, profile, *wanted, profile, *wanted, profile],
-        )
-        return lifecycle.read_updates(rows)
-
-    def update_count(self, profile: str) -> int:
-        rows = self._rows(sql.update_count_sql("%s"), (profile,))
-        return int(rows[0][0])
-
-    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
-        if not slots:
-            return set()
-        return {r[0] for r in self._rows(sql.stating_sql("%s", len(slots)), (profile, *slots))}
-
-    def has_versions(self, profile: str) -> bool:
-        return bool(self._rows(sql.has_versions_sql("%s"), (profile, profile))[0][0])
-
-    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
-        rows = self._rows(
-            "SELECT source, useful, not_useful FROM source_feedback WHERE profile = %s "
-            "AND source = ANY(%s)",
-            (profile, list(dict.fromkeys(sources))),
-        )
-        return {s: (u, n) for s, u, n in rows}
 
     def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
         with self._cursor() as cur:

@@ -16,15 +16,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from slm.errors import StoreError
-from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.models import NewMemory
 from slm.store import fields, lifecycle, sql
 from slm.store import sqlite_graph as graph
 from slm.store import sqlite_passages as passage_rows
@@ -35,17 +34,16 @@ from slm.store.base import (
     LexicalStats,
     Postings,
     Stored,
-    Update,
     Vector,
     best_per_memory,
 )
-from slm.store.feedback_rows import SQLiteFeedback
 from slm.store.files import private_directory, private_file
-from slm.store.sqlite_conn import Connection, chunks, marks
+from slm.store.lifecycle import Cursor
+from slm.store.relational import Relational
+from slm.store.sqlite_conn import CHUNK, Connection, chunks, marks
 from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
 from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
 
-_MEMORY_COLUMNS = sql.MEMORY_COLUMNS
 T = TypeVar("T")
 
 
@@ -56,26 +54,15 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
     ]
 
 
-def _record(row: sqlite3.Row | tuple[Any, ...]) -> MemoryRecord:
-    key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
-    return MemoryRecord(
-        id=id_,
-        content=content,
-        event_time=from_micros(event_time),
-        recorded_at=from_micros(recorded_at),
-        source=source,
-        confidence=confidence,
-        metadata=json.loads(metadata),
-        tags=tuple(json.loads(tags)),
-        key=key,
-        **sql.record_times(row),
-    )
-
-
-class SQLiteStore(SQLiteFeedback):
-    """SQLite implementation of :class:`~slm.store.base.Store`."""
+class SQLiteStore(Relational):
+    """SQLite implementation of :class:`~slm.store.base.Store` (what both stores do alike is
+    :class:`~slm.store.relational.Relational`)."""
 
     kind = "sqlite"
+    mark = "?"
+    by_key = "+"
+    meta_table = "meta"
+    chunk = CHUNK
 
     def __init__(self, path: str | Path, *, dim: int) -> None:
         self.path = Path(path)
@@ -134,18 +121,17 @@ class SQLiteStore(SQLiteFeedback):
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self._conn.rows(sql, params)
 
-    # -- writes -----------------------------------------------------------------------
+    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        return self._conn.rows(sql, params)
 
-    def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for chunk in chunks(list(dict.fromkeys(hashes))):
-            rows = self._read(
-                f"SELECT content_hash, id FROM memories WHERE profile = ? "
-                f"AND content_hash IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            found.update(dict(rows))
-        return found
+    def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
+        return self._write(work)
+
+    @staticmethod
+    def _tags(value: Any) -> tuple[str, ...]:
+        return tuple(json.loads(value))
+
+    # -- writes -----------------------------------------------------------------------
 
     def insert(
         self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
@@ -314,126 +300,12 @@ class SQLiteStore(SQLiteFeedback):
             self._passages.drop(profile)
             self._standing.drop(profile)
 
-    def set_meta(self, key: str, value: str) -> None:
-        sql = (
-            "INSERT INTO meta (key, value) VALUES (?, ?) "
-            "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
-        )
-        self._write(lambda db: db.execute(sql, (key, value)))
-
     # -- reads ------------------------------------------------------------------------
-
-    def meta(self, key: str) -> str | None:
-        rows = self._read("SELECT value FROM meta WHERE key = ?", (key,))
-        return str(rows[0][0]) if rows else None
-
-    def profiles(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT profile FROM memories ORDER BY 1")]
-
-    def profile_summaries(self) -> list[tuple[str, int, int]]:
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._read(sql.PROFILE_SUMMARIES)]
-
-    def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
-        by_id: dict[str, MemoryRecord] = {}
-        for chunk in chunks(list(ids)):
-            rows = self._read(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
-                f"AND id IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            by_id.update((r.id, r) for r in map(_record, rows))
-        return [by_id[i] for i in ids if i in by_id]
-
-    def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]:
-        out: dict[int, MemoryRecord] = {}
-        for chunk in chunks(list(keys)):
-            rows = self._read(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE +profile = ? "
-                f"AND key IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            out.update((r.key, r) for r in map(_record, rows))
-        return out
 
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
         column = "+profile" if filters.tags or filters.metadata else "profile"
         return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
-
-    def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
-        where, params = self._where(profile, filters)
-        return [_record(r) for r in self._read(sql.page_sql(where, "?"), [*params, limit, offset])]
-
-    def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
-        return [_record(r) for r in self._read(sql.scan_sql("?"), (profile, after_key, limit))]
-
-    def count(self, profile: str, filters: Filters | None = None) -> int:
-        where, params = self._where(profile, filters or Filters())
-        return int(self._read(sql.count_sql(where), params)[0][0])
-
-    def index_counts(self, profile: str) -> dict[str, int]:
-        counts = {}
-        for name, table in (
-            ("memories", "memories"),
-            ("embeddings", "embeddings"),
-            ("lexical", "lex_docs"),
-        ):
-            query = f"SELECT count(*) FROM {table} WHERE profile = ?"
-            counts[name] = int(self._read(query, (profile,))[0][0])
-        return counts
-
-    def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        where = self._where(profile, filters)
-        return sql.allowed_keys(self._read, self._allowed, profile, filters, "?", *where)
-
-    def superseded(self, profile: str, moment: datetime) -> set[int]:
-        return {r[0] for r in self._read(sql.superseded_sql("?"), (profile, to_micros(moment)))}
-
-    def replaced(self, profile: str, newer_id: str) -> list[int]:
-        return [r[0] for r in self._read(lifecycle.replaced_sql("?"), (profile, newer_id))]
-
-    def supersede(
-        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
-    ) -> None:
-        at = to_micros(moment)
-        self._write(lambda db: lifecycle.supersede(db, "?", profile, newer_id, older_ids, at))
-
-    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
-        return self._write(lambda db: lifecycle.dismiss(db, "?", profile, older_id, newer_id))
-
-    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
-        found: list[Update] = []
-        for chunk in chunks(list(dict.fromkeys(keys)), 400):
-            rows = self._read(
-                lifecycle.updates_sql("?", len(chunk), by_key="+"),
-                [*chunk, profile, *chunk, profile, *chunk, profile],
-            )
-            found.extend(lifecycle.read_updates(rows))
-        return list(dict.fromkeys(found))
-
-    def update_count(self, profile: str) -> int:
-        rows = self._read(sql.update_count_sql("?"), (profile,))
-        return int(rows[0][0])
-
-    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
-        if not slots:
-            return set()
-        return {r[0] for r in self._read(sql.stating_sql("?", len(slots)), (profile, *slots))}
-
-    def has_versions(self, profile: str) -> bool:
-        return bool(self._read(sql.has_versions_sql("?"), (profile, profile))[0][0])
-
-    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
-        wanted = list(dict.fromkeys(sources))
-        out: dict[str, tuple[int, int]] = {}
-        for chunk in chunks(wanted):
-            rows = self._read(
-                f"SELECT source, useful, not_useful FROM source_feedback WHERE profile = ? "
-                f"AND source IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            out.update((s, (u, n)) for s, u, n in rows)
-        return out
 
     def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         def read(db: sqlite3.Connection) -> dict[str, Postings]:
