@@ -16,8 +16,8 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "items", "conversations", "related", "profiles", "aio"},
-    {"cli", "server", "integrations", "copy", "__init__", "__main__"},
+    {"engine", "items", "conversations", "related", "profiles", "aio", "copy"},
+    {"cli", "server", "integrations", "__init__", "__main__"},
 ]  # fmt: skip
 
 
@@ -80,3 +80,15 @@ def test_every_folder_of_modules_is_a_package() -> None:
     """A folder without ``__init__.py`` works from a checkout but is left out of the wheel."""
     folders = {path.parent for path in SRC.rglob("*.py") if "__pycache__" not in path.parts}
     assert sorted(str(f) for f in folders if not (f / "__init__.py").exists()) == []
+
+
+def test_no_adapter_reaches_into_the_store() -> None:
+    """The command line, the servers and the framework adapters use Memory's public API:
+    none reads a Memory's ``.store``."""
+    reached = []
+    for folder in ("cli", "server", "integrations"):
+        for path in sorted((SRC / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr == "store":
+                    reached.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    assert reached == []

@@ -557,6 +557,11 @@ class Memory:
                 self._channel_errors.pop(run.name, None)
         return response
 
+    @property
+    def location(self) -> str:
+        """Where the store is: its file, or its server without the password."""
+        return self.store.location
+
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
         calibration = self.calibration

@@ -18,7 +18,6 @@ from typing import Any
 from slm.engine import Memory
 from slm.errors import NotFound
 from slm.models import from_micros
-from slm.store import Store
 
 #: How many memories one step of :func:`delete` forgets.
 DELETE_BATCH = 1000
@@ -35,11 +34,11 @@ class Profile:
         return {"name": self.name, "memories": self.memories, "last_write": written}
 
 
-def profiles(store: Store) -> list[Profile]:
-    """Every profile of ``store`` that holds memories, by name."""
+def profiles(memory: Memory) -> list[Profile]:
+    """Every profile of ``memory``'s store that holds memories, by name."""
     return [
         Profile(name, count, from_micros(newest))
-        for name, count, newest in store.profile_summaries()
+        for name, count, newest in memory.store.profile_summaries()
     ]
 
 
@@ -49,12 +48,12 @@ def require(memory: Memory) -> None:
     that holds nothing at all (a first run) is not refused."""
     if memory.list(1):
         return
-    others = profiles(memory.store)
+    others = profiles(memory)
     if not others:
         return
     named = ", ".join(f"{p.name} ({p.memories})" for p in others)
     raise NotFound(
-        f"no profile {memory.profile!r} in {memory.store.location}: it holds no memories "
+        f"no profile {memory.profile!r} in {memory.location}: it holds no memories "
         f"(profiles there: {named}); storing a memory in it creates it"
     )
 

@@ -525,7 +525,7 @@ def demo(ctx: click.Context, as_json: bool) -> None:
                 click.echo(f"Stored {what}")
             else:
                 click.echo(f"Stored {new} new of {what} (the rest were already there)")
-            click.echo(f"in {memory.store.location} (profile {memory.profile!r}).\n")
+            click.echo(f"in {memory.location} (profile {memory.profile!r}).\n")
         for question in QUESTIONS:
             response = memory.recall(question, k=3)
             answers.append(response.to_dict())

@@ -26,8 +26,8 @@ def profiles(ctx: click.Context, as_json: bool) -> None:
         emit({"profiles": []}) if as_json else click.echo("no profile holds memories yet")
         return
     with obj.memory(create=False, whole_store=True) as memory:
-        found = listed(memory.store)
-        where = memory.store.location
+        found = listed(memory)
+        where = memory.location
     if as_json:
         emit({"profiles": [p.to_dict() for p in found]})
         return

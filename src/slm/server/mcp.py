@@ -291,7 +291,7 @@ def build_server(memory: Memory) -> MCPServer:
         return _read(memory.health)
 
     def profiles() -> dict[str, Any]:
-        return _call(lambda: {"profiles": [p.to_dict() for p in listed(memory.store)]})
+        return _call(lambda: {"profiles": [p.to_dict() for p in listed(memory)]})
 
     def _read(action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``action``, whose empty answer on a profile holding nothing while others do says

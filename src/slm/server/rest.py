@@ -329,7 +329,7 @@ def _add_routes(app: FastAPI) -> None:
     def list_profiles(request: Request) -> JSONResponse:
         """Every profile of the store that holds memories: how many, and the last write."""
         with request.app.state.profiles.lease(request.app.state.default_profile) as memory:
-            return JSONResponse({"profiles": [p.to_dict() for p in profiles(memory.store)]})
+            return JSONResponse({"profiles": [p.to_dict() for p in profiles(memory)]})
 
     @app.delete("/v1/profiles/{name}", responses=ok(None))
     def delete_profile(

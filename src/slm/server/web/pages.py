@@ -137,7 +137,7 @@ class Page:
             yield memory
 
     def render(self, template: str, memory: Memory, status: int = 200, **values: Any) -> Response:
-        counts = {p.name: p.memories for p in profiles(memory.store)}
+        counts = {p.name: p.memories for p in profiles(memory)}
         names = sorted({*counts, self.profile, _default(self.request)})
         return render(
             self.request, template, status, profile=self.profile, profiles=names,
@@ -378,13 +378,13 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         page = Page(request)
         with page.memory() as memory:
             return page.render(
-                "profiles.html", memory, title="Profiles", listed=profiles(memory.store),
+                "profiles.html", memory, title="Profiles", listed=profiles(memory),
                 done=page.params.get("done"),
             )  # fmt: skip
 
     def held(memory: Memory, name: str) -> Any:
         """The profile named in the address, as listed (refused when it holds nothing)."""
-        found = [p for p in profiles(memory.store) if p.name == name]
+        found = [p for p in profiles(memory) if p.name == name]
         if not found:
             require(memory)
             raise NotFound(f"no profile {name!r} holds memories")
