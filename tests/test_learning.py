@@ -144,6 +144,22 @@ def test_reranking_changes_order_and_ranking_score_only(memory: Memory) -> None:
     traced = reranked.trace["rerank"]
     assert traced["model"] == "reverse" and traced["origin"] == "file"
     assert traced["reordered"] == len(reranked.results) and traced["shift_limit"] is None
+    # Each result says what the reranker read of it, by feature name, and each channel's
+    # part and share of its fused score (what the page and `slm trace` show).
+    from slm.learn.features import feature_names
+
+    for result, detail in zip(reranked.results, reranked.trace["results"], strict=True):
+        assert set(detail["features"]) == set(feature_names())
+        assert detail["features"]["answer_type"] in (0.0, 1.0)
+        assert 0.0 <= detail["features"]["focus"] <= 1.0
+        channels = detail["channels"]
+        assert set(channels) == set(result.channels)
+        assert abs(sum(c["share"] for c in channels.values()) - 1.0) < 1e-5
+        weights, k = reranked.trace["fusion"]["weights"], reranked.trace["fusion"]["k"]
+        for name, c in channels.items():
+            assert c["part"] == pytest.approx(weights[name] / (k + c["rank"]), abs=1e-6)
+    unread = memory.recall_with(None, question, k=10, trace=True).trace
+    assert unread is not None and all(d["features"] is None for d in unread["results"])
 
 
 def test_an_abstaining_recall_still_abstains_with_the_reranker(memory: Memory) -> None:

@@ -84,6 +84,15 @@ class Candidates:
         return cls((), (), np.zeros((0, len(features))), features)
 
 
+def read_features(window: Candidates | None, key: int) -> dict[str, float] | None:
+    """The feature row of memory ``key`` by name, rounded, when ``window`` (the reranker's
+    window of one recall) holds it; None otherwise."""
+    if window is None or key not in window.keys:
+        return None
+    row = window.matrix[window.keys.index(key)]
+    return {name: round(float(value), 6) for name, value in zip(window.features, row, strict=True)}
+
+
 def window(ranking: Mapping[int, float], order: Sequence[int], hidden: frozenset[int]) -> list[int]:
     """The top :data:`WINDOW` of ``order`` (keys by descending ranking) that are shown."""
     return [key for key in order if key not in hidden and key in ranking][:WINDOW]

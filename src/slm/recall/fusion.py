@@ -9,6 +9,7 @@ and how much of the question's specific vocabulary it contains.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from slm.channels.base import Hit
 
@@ -32,6 +33,16 @@ def weighted_rrf(
         for hit in hits:
             fused[hit.key] = fused.get(hit.key, 0.0) + weight / (k + hit.rank)
     return fused
+
+
+def shares(
+    channels: Mapping[str, Any], weights: Mapping[str, float], k: float
+) -> dict[str, tuple[float, float]]:
+    """Each channel's part of one result's fused score, ``w_c / (k + rank_c)``, and its
+    share of their sum, by channel (``channels``: name -> something with a ``rank``)."""
+    parts = {name: weights.get(name, 1.0) / (k + c.rank) for name, c in channels.items()}
+    total = sum(parts.values()) or 1.0
+    return {name: (part, part / total) for name, part in parts.items()}
 
 
 def semantic_strength(cosine: float, low: float, high: float) -> float:

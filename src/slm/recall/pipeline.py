@@ -9,7 +9,7 @@ from typing import Any
 
 from slm.channels import Channel, Context, Hit, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
-from slm.learn.features import candidates, window
+from slm.learn.features import Candidates, candidates, read_features, window
 from slm.learn.rerank import Reranking, reorder
 from slm.models import MemoryRecord
 from slm.recall import feedback, fusion, versions
@@ -70,6 +70,7 @@ def rank(
         for key, score in survivors.items()
     }
     reranked, shift = 0, None
+    seen: Candidates | None = None
     if reranking is not None and ranking:
         keys = window(ranking, fusion.order(ranking), query.hidden)
         _hydrate(store, query.profile, records, keys)
@@ -160,7 +161,14 @@ def rank(
                 "passed": len(passed),
             },
             "results": [
-                result_trace(r, evidence[r.memory.key], passed, boosts, roles, facts)
+                result_trace(
+                    r,
+                    evidence[r.memory.key],
+                    passed,
+                    {"boosts": boosts, "roles": roles, "facts": facts},
+                    fusion.shares(r.channels, weights, settings.rrf_k),
+                    read_features(seen, r.memory.key),
+                )
                 for r in results
             ],
             "total_ms": round((time.perf_counter() - started) * 1000, 3),

@@ -64,16 +64,26 @@ def result_trace(
     result: RecallResult,
     evidence: Evidence,
     passed: Mapping[int, str],
-    boosts: Mapping[int, float],
-    roles: Mapping[int, float],
-    facts: Mapping[int, float],
+    boosted: Mapping[str, Mapping[int, float]],
+    shares: Mapping[str, tuple[float, float]],
+    features: Mapping[str, float] | None,
 ) -> dict[str, Any]:
+    """Why one result is there: each channel's rank, raw score, part of the fused score
+    and share of it; the evidence that admitted it; the boosts it got; and, when the
+    reranker read it, its features by name (the reading features among them:
+    ``answer_type``, ``focus``, ``channels``; docs/reading.md)."""
     key = result.memory.key
+    boosts, roles, facts = boosted["boosts"], boosted["roles"], boosted["facts"]
     return {
         "id": result.memory.id,
         "rank_position": result.rank_position,
         "channels": {
-            name: {"rank": c.rank, "score": round(c.score, 6)}
+            name: {
+                "rank": c.rank,
+                "score": round(c.score, 6),
+                "part": round(shares[name][0], 6),
+                "share": round(shares[name][1], 6),
+            }
             for name, c in result.channels.items()
         },
         "evidence": passed[key],
@@ -83,4 +93,5 @@ def result_trace(
         "entity_graph_boost": round(boosts.get(key, 0.0), 6),
         "role_boost": round(roles.get(key, 0.0), 6),
         "fact_boost": round(facts.get(key, 0.0), 6),
+        "features": None if features is None else dict(features),
     }

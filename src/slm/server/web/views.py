@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
 from slm.models import MemoryRecord
-from slm.settings import Settings
 
 #: How much of a memory a list shows; the memory's page shows all of it.
 LIST_CHARS = 600
@@ -73,23 +72,21 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
     channels that found it with their rank, raw score and share of the fused score, and
     the evidence that admitted it."""
     trace: Mapping[str, Any] = response.trace or {}
-    fusion = trace.get("fusion", {})
-    weights, k = fusion.get("weights", {}), float(fusion.get("k") or Settings().rrf_k)
     details = {d["id"]: d for d in trace.get("results", [])}
     out = []
     for result in response.results:
-        parts = {name: weights.get(name, 1.0) / (k + c.rank) for name, c in result.channels.items()}
-        total = sum(parts.values()) or 1.0
+        traced = details.get(result.memory.id, {}).get("channels", {})
         channels = [
             {
                 "name": name,
                 "rank": c.rank,
                 "score": c.score,
-                "part": parts[name],
-                "share": parts[name] / total,
+                "part": traced.get(name, {}).get("part", 0.0),
+                "share": traced.get(name, {}).get("share", 0.0),
             }
-            for name, c in sorted(result.channels.items(), key=lambda item: -parts[item[0]])
+            for name, c in result.channels.items()
         ]
+        channels.sort(key=lambda channel: -channel["part"])
         out.append(
             {
                 "result": result,
