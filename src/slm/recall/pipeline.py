@@ -1,26 +1,237 @@
-"""Ranking a recall whose channels ran: fuse, weigh the evidence, apply the floor, boost,
-hydrate, and build the score-contract response (with its trace on demand)."""
+"""Ranking a recall whose channels ran, as a list of stages (:data:`STAGES`) over one
+:class:`Ranking`: fuse, carry newer versions forward, weigh the evidence and apply the
+floor, boost, rerank, read, apply what feedback teaches, put current versions first; then
+the top ``k`` as the score-contract response. Each stage that explains itself returns its
+part of the trace."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from slm.channels import Channel, Context, Hit, weight
+from slm.channels import Channel, Context, Hit, Query, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
 from slm.learn.features import Candidates, candidates, read_features, window
 from slm.learn.rerank import Reranking, reorder
 from slm.models import MemoryRecord
 from slm.recall import feedback, fusion, versions
 from slm.recall.enhance import BOOSTED, entity_graph_boosts, fact_boosts, role_boosts
-from slm.recall.evidence import admitted, weigh_evidence
+from slm.recall.evidence import Evidence, admitted, weigh_evidence
 from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun
 from slm.recall.signals import recall_signals
 from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
 from slm.settings import Settings
-from slm.store import Store
+from slm.store import Store, Update
+
+
+@dataclass
+class Ranking:
+    """One recall's ranking as the stages of :func:`rank` leave it: what each read and
+    wrote, in the order they run."""
+
+    context: Context
+    channels: Mapping[str, Channel]
+    settings: Settings
+    reranking: Reranking | None
+    reader: Reader | None
+    #: the channels' hits, by channel, and their fusion weights
+    rankings: Mapping[str, Sequence[Hit]]
+    weights: dict[str, float] = field(default_factory=dict)
+    fused: dict[int, float] = field(default_factory=dict)
+    #: the moment whose versions are current, the updates around the leaders, and the
+    #: versions carried forward (key -> the candidate it was carried from)
+    moment: datetime | None = None
+    updates: list[Update] = field(default_factory=list)
+    carried: dict[int, int] = field(default_factory=dict)
+    evidence: dict[int, Evidence] = field(default_factory=dict)
+    passed: dict[int, str] = field(default_factory=dict)
+    boosts: dict[int, float] = field(default_factory=dict)
+    roles: dict[int, float] = field(default_factory=dict)
+    facts: dict[int, float] = field(default_factory=dict)
+    #: the ranking score of every candidate still ranked
+    ranking: dict[int, float] = field(default_factory=dict)
+    #: the memories read so far, by key
+    records: dict[int, MemoryRecord] = field(default_factory=dict)
+    #: the reranker's window (its features), when it read one
+    seen: Candidates | None = None
+
+    @property
+    def query(self) -> Query:
+        return self.context.query
+
+    @property
+    def store(self) -> Store:
+        return self.context.store
+
+    def hydrate(self, keys: Iterable[int]) -> None:
+        """Read into :attr:`records` those of ``keys`` it does not hold yet."""
+        missing = [key for key in keys if key not in self.records]
+        if missing:
+            self.records.update(self.store.get_by_keys(self.query.profile, missing))
+
+
+def fuse(state: Ranking) -> dict[str, Any]:
+    """Weighted reciprocal-rank fusion of the channels' rankings (recall/fusion.py)."""
+    settings = state.settings
+    state.weights = {name: weight(settings, state.channels[name]) for name in state.rankings}
+    state.fused = fusion.weighted_rrf(state.rankings, state.weights, settings.rrf_k)
+    return {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(state.weights)}
+
+
+def carry_versions(state: Ranking) -> None:
+    """The newer versions of the leading candidates, carried forward to the moment asked
+    about (recall/versions.py; nothing in a store without versions)."""
+    query = state.query
+    state.moment = versions.moment_asked(query)
+    leading = fusion.order(state.fused)[: versions.LEADING] if query.versioned else []
+    state.updates = versions.versions(state.store, query.profile, leading)
+    if state.moment:
+        state.carried = versions.carry_forward(state.fused, state.updates, query, state.moment)
+    return None
+
+
+def weigh(state: Ranking) -> dict[str, Any]:
+    """Each candidate's evidence (its ``relevance_score``) and the floor (recall/evidence.py)."""
+    applies = _by_role(state.channels, state.rankings, "applies")
+    state.evidence = weigh_evidence(state.context, list(state.fused), state.settings, applies)
+    supports = _by_role(state.channels, state.rankings, "supports")
+    state.passed = admitted(state.context, state.evidence, supports)
+    # The current version of a fact stays when an older version passes the floor.
+    state.passed.update(
+        (key, "newer version") for key, older in state.carried.items() if older in state.passed
+    )
+    return {
+        "semantic_cosine": state.settings.semantic_floor,
+        "lexical_coverage": state.settings.lexical_floor,
+        "candidates": len(state.evidence),
+        "passed": len(state.passed),
+    }
+
+
+def boost(state: Ranking) -> None:
+    """The ranking score of what passed: fused score, entity-graph, role and fact boosts,
+    and the evidence (recall/enhance.py). Superseded memories rank until the end, so that
+    their current versions can take their places (:func:`place_current`)."""
+    settings, fused, evidence = state.settings, state.fused, state.evidence
+    survivors = {key: fused[key] for key in state.passed}
+    leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
+    boosted = {key: survivors[key] for key in leading}
+    state.records = state.store.get_by_keys(state.query.profile, leading)
+    state.boosts = entity_graph_boosts(state.context, boosted, evidence, settings)
+    state.roles = role_boosts(state.context, state.records, evidence, settings)
+    state.facts = fact_boosts(state.context, survivors, settings)
+    state.ranking = {
+        key: score
+        + state.boosts.get(key, 0.0)
+        + state.roles.get(key, 0.0)
+        + state.facts.get(key, 0.0)
+        + settings.evidence_weight * evidence[key].relevance
+        for key, score in survivors.items()
+    }
+    return None
+
+
+def rerank(state: Ranking) -> dict[str, Any]:
+    """The learned reranker over the top of the ranking, reading each candidate's features
+    (learn/; docs/learning.md)."""
+    reranking, query = state.reranking, state.query
+    reordered, shift = 0, None
+    if reranking is not None and state.ranking:
+        keys = window(state.ranking, fusion.order(state.ranking), query.hidden)
+        state.hydrate(keys)
+        keys = [key for key in keys if key in state.records]
+        shown = [state.records[key].id for key in keys]
+        marks = state.store.feedback_marks(query.profile, shown, reranking.marks_before)
+        state.seen = candidates(
+            state.context,
+            keys,
+            state.rankings,
+            state.fused,
+            state.evidence,
+            state.passed,
+            state.boosts,
+            state.roles,
+            state.facts,
+            state.records,
+            marks,
+        )
+        if reranking.observe is not None:
+            reranking.observe(state.seen)
+        if reranking.ranker is not None:
+            matrix = reranking.ranker.view(state.seen.matrix, state.seen.features)
+            shift = reranking.ranker.shift(matrix)
+            if reranking.ranker.applies(matrix):
+                scores = reranking.ranker.score(matrix)
+                state.ranking = reorder(state.ranking, state.seen.keys, scores)
+                reordered = len(keys)
+    ranker = reranking.ranker if reranking else None
+    return {
+        "model": reranking.model_id if reranking else None,
+        "origin": reranking.origin if reranking and ranker else None,
+        "reordered": reordered,
+        # how unlike the model's training data this window is (docs/learning.md)
+        "shift": None if shift is None else round(shift, 4),
+        "shift_limit": ranker.shift_limit if ranker else None,
+    }
+
+
+def read_top(state: Ranking) -> dict[str, Any] | None:
+    """A reader of the user's own, when configured, over the top (recall/reader.py)."""
+    reader = state.reader
+    if reader is None or not state.ranking:
+        return None
+    order = fusion.order(state.ranking)
+    keys = [key for key in order if key not in state.query.hidden][: reader.top]
+    state.hydrate(keys)
+    keys = [key for key in keys if key in state.records]
+    scores, ms = reader.read(state.query.text, [state.records[key].content for key in keys])
+    state.ranking = reorder(state.ranking, keys, scores)
+    return {**reader.describe(), "read": len(keys), "ms": round(ms, 3)}
+
+
+def teach(state: Ranking) -> dict[str, float]:
+    """What feedback on alike questions teaches, at once (recall/feedback.py)."""
+    query = state.query
+    leading = fusion.order(state.ranking)[: feedback.LEADING]
+    state.hydrate(leading)
+    ids = [state.records[key].id for key in leading if key in state.records]
+    asked = state.store.feedback_asked(query.profile, ids)
+    taught = feedback.apply(state.ranking, state.records, feedback.nets(query.text, asked), leading)
+    return {
+        memory.id: round(moved, 6)
+        for key, moved in taught.items()
+        if (memory := state.records.get(key)) is not None
+    }
+
+
+def place_current(state: Ranking) -> None:
+    """The version that held at the moment asked about first among its versions, then
+    what the question may not see left out."""
+    if state.moment is not None and state.updates:
+        grouped = {k for u in state.updates for k in (u.older, u.newer) if k in state.ranking}
+        state.hydrate(grouped)
+        versions.current_first(state.ranking, state.updates, state.records, state.moment)
+    for key in state.query.hidden & state.ranking.keys():
+        del state.ranking[key]
+    return None
+
+
+#: The stages of a ranking, in order, each with the name its trace part goes under (None:
+#: it adds nothing to the trace).
+STAGES: tuple[tuple[str | None, Callable[[Ranking], Any]], ...] = (
+    ("fusion", fuse),
+    (None, carry_versions),
+    ("evidence_floor", weigh),
+    (None, boost),
+    ("rerank", rerank),
+    ("reader", read_top),
+    ("feedback", teach),
+    (None, place_current),
+)
 
 
 def rank(
@@ -35,94 +246,69 @@ def rank(
     reranking: Reranking | None = None,
     reader: Reader | None = None,
 ) -> RecallResponse:
-    """The response of a recall whose channels ran (``runs``): fuse their rankings, weigh
-    the evidence, apply the floor, boost, rerank (with ``reranking``), hydrate the top
-    ``k``, and trace it all on demand (``started``: ``time.perf_counter()`` when the recall
-    began)."""
-    store, query = context.store, context.query
+    """The response of a recall whose channels ran (``runs``): the :data:`STAGES` over one
+    :class:`Ranking`, then the top ``k`` hydrated, each part of the trace from its stage
+    (on demand; ``started``: ``time.perf_counter()`` when the recall began)."""
     rankings = {run.name: run.hits for run in runs if run.ran}
-    weights = {name: weight(settings, channels[name]) for name in rankings}
-    fused = fusion.weighted_rrf(rankings, weights, settings.rrf_k)
-    moment = versions.moment_asked(query)
-    leading_keys = fusion.order(fused)[: versions.LEADING] if query.versioned else []
-    updates = versions.versions(store, query.profile, leading_keys)
-    carried = versions.carry_forward(fused, updates, query, moment) if moment else {}
-    applies = _by_role(channels, rankings, "applies")
-    evidence = weigh_evidence(context, list(fused), settings, applies)
-    passed = admitted(context, evidence, _by_role(channels, rankings, "supports"))
-    # The current version of a fact stays when an older version passes the floor.
-    passed.update((key, "newer version") for key, older in carried.items() if older in passed)
-    # Superseded memories rank until the end, so that their current versions can take
-    # their places (``versions.current_first``).
-    survivors = {key: fused[key] for key in passed}
-    leading = dict.fromkeys(fusion.order(survivors)[:BOOSTED])
-    boosted = {k: survivors[k] for k in leading}
-    records = store.get_by_keys(query.profile, leading)
-    boosts = entity_graph_boosts(context, boosted, evidence, settings)
-    roles = role_boosts(context, records, evidence, settings)
-    facts = fact_boosts(context, survivors, settings)
-    ranking = {
-        key: score
-        + boosts.get(key, 0.0)
-        + roles.get(key, 0.0)
-        + facts.get(key, 0.0)
-        + settings.evidence_weight * evidence[key].relevance
-        for key, score in survivors.items()
-    }
-    reranked, shift = 0, None
-    seen: Candidates | None = None
-    if reranking is not None and ranking:
-        keys = window(ranking, fusion.order(ranking), query.hidden)
-        _hydrate(store, query.profile, records, keys)
-        keys = [key for key in keys if key in records]
-        shown = [records[key].id for key in keys]
-        marks = store.feedback_marks(query.profile, shown, reranking.marks_before)
-        seen = candidates(
-            context, keys, rankings, fused, evidence, passed, boosts, roles, facts, records, marks
-        )
-        if reranking.observe is not None:
-            reranking.observe(seen)
-        if reranking.ranker is not None:
-            matrix = reranking.ranker.view(seen.matrix, seen.features)
-            shift = reranking.ranker.shift(matrix)
-            if reranking.ranker.applies(matrix):
-                ranking = reorder(ranking, seen.keys, reranking.ranker.score(matrix))
-                reranked = len(keys)
-    read: dict[str, Any] | None = None
-    if reader is not None and ranking:
-        keys = [key for key in fusion.order(ranking) if key not in query.hidden][: reader.top]
-        _hydrate(store, query.profile, records, keys)
-        keys = [key for key in keys if key in records]
-        scores, ms = reader.read(query.text, [records[key].content for key in keys])
-        ranking = reorder(ranking, keys, scores)
-        read = {**reader.describe(), "read": len(keys), "ms": round(ms, 3)}
-    leading_now = fusion.order(ranking)[: feedback.LEADING]
-    _hydrate(store, query.profile, records, leading_now)
-    asked = store.feedback_asked(
-        query.profile, [records[k].id for k in leading_now if k in records]
+    state = Ranking(context, channels, settings, reranking, reader, rankings)
+    parts: dict[str, Any] = {}
+    for name, stage in STAGES:
+        part = stage(state)
+        if name is not None:
+            parts[name] = part
+    results, ordered = _results(state, k)
+    query, evidence = context.query, state.evidence
+    reason = NO_CANDIDATES if not state.fused else (EVIDENCE_FLOOR if not results else None)
+    trace = None
+    if want_trace:
+        ids = trace_ids(context.store, query, runs)
+        trace = {
+            "query": interpretation(query),
+            "channels": {run.name: run_trace(run, ids) for run in runs},
+            **parts,
+            "results": [
+                result_trace(
+                    r,
+                    evidence[r.memory.key],
+                    state.passed,
+                    {"boosts": state.boosts, "roles": state.roles, "facts": state.facts},
+                    fusion.shares(r.channels, state.weights, settings.rrf_k),
+                    read_features(state.seen, r.memory.key),
+                )
+                for r in results
+            ],
+            "total_ms": round((time.perf_counter() - started) * 1000, 3),
+        }
+    return RecallResponse(
+        query=query.text,
+        results=results,
+        abstained=reason is not None,
+        abstention_reason=reason,
+        trace=trace,
+        legacy_aliases=settings.legacy_aliases,
+        signals=recall_signals(query, evidence, state.passed, rankings, ordered, k),
     )
-    taught = feedback.apply(ranking, records, feedback.nets(query.text, asked), leading_now)
-    if moment is not None and updates:
-        grouped = {k for u in updates for k in (u.older, u.newer) if k in ranking}
-        _hydrate(store, query.profile, records, grouped)
-        versions.current_first(ranking, updates, records, moment)
-    for key in query.hidden & ranking.keys():
-        del ranking[key]
+
+
+def _results(state: Ranking, k: int) -> tuple[tuple[RecallResult, ...], list[int]]:
+    """The top ``k`` as results, and their keys."""
+    query, records = state.query, state.records
     # A forget racing this recall can remove a candidate: hydrate, then keep what exists.
-    top = fusion.order(ranking)[: k + 8]
-    _hydrate(store, query.profile, records, top)
+    top = fusion.order(state.ranking)[: k + 8]
+    state.hydrate(top)
     ordered = [key for key in top if key in records][:k]
+    updates = state.updates
     if query.versioned:
         covered = {u.older for u in updates}
         unseen = [key for key in ordered if key not in covered]
-        updates = [*updates, *store.updates(query.profile, unseen)]
-    provenance = _provenance(rankings, ordered)
-    trust = _trust(store, query.profile, [records[key] for key in ordered], settings)
+        updates = [*updates, *state.store.updates(query.profile, unseen)]
+    provenance = _provenance(state.rankings, ordered)
+    trust = _trust(state.store, query.profile, [records[key] for key in ordered], state.settings)
     results = tuple(
         RecallResult(
             memory=records[key],
-            relevance_score=evidence[key].relevance,
-            ranking_score=ranking[key],
+            relevance_score=state.evidence[key].relevance,
+            ranking_score=state.ranking[key],
             trust_score=trust[records[key].source or ""],
             rank_position=position,
             channels=provenance[key],
@@ -130,68 +316,7 @@ def rank(
         )
         for position, key in enumerate(ordered, start=1)
     )
-    reason = NO_CANDIDATES if not fused else (EVIDENCE_FLOOR if not results else None)
-    trace = None
-    if want_trace:
-        ids = trace_ids(store, query, runs)
-        trace = {
-            "query": interpretation(query),
-            "channels": {run.name: run_trace(run, ids) for run in runs},
-            "fusion": {"method": "weighted_rrf", "k": settings.rrf_k, "weights": dict(weights)},
-            "rerank": {
-                "model": reranking.model_id if reranking else None,
-                "origin": reranking.origin if reranking and reranking.ranker else None,
-                "reordered": reranked,
-                # how unlike the model's training data this window is (docs/learning.md)
-                "shift": None if shift is None else round(shift, 4),
-                "shift_limit": reranking.ranker.shift_limit
-                if reranking and reranking.ranker
-                else None,
-            },
-            "reader": read,
-            "feedback": {
-                memory.id: round(shift, 6)
-                for key, shift in taught.items()
-                if (memory := records.get(key)) is not None
-            },
-            "evidence_floor": {
-                "semantic_cosine": settings.semantic_floor,
-                "lexical_coverage": settings.lexical_floor,
-                "candidates": len(evidence),
-                "passed": len(passed),
-            },
-            "results": [
-                result_trace(
-                    r,
-                    evidence[r.memory.key],
-                    passed,
-                    {"boosts": boosts, "roles": roles, "facts": facts},
-                    fusion.shares(r.channels, weights, settings.rrf_k),
-                    read_features(seen, r.memory.key),
-                )
-                for r in results
-            ],
-            "total_ms": round((time.perf_counter() - started) * 1000, 3),
-        }
-    response = RecallResponse(
-        query=query.text,
-        results=results,
-        abstained=reason is not None,
-        abstention_reason=reason,
-        trace=trace,
-        legacy_aliases=settings.legacy_aliases,
-        signals=recall_signals(query, evidence, passed, rankings, ordered, k),
-    )
-    return response
-
-
-def _hydrate(
-    store: Store, profile: str, records: dict[int, MemoryRecord], keys: Iterable[int]
-) -> None:
-    """Read into ``records`` those of ``keys`` it does not hold yet."""
-    missing = [key for key in keys if key not in records]
-    if missing:
-        records.update(store.get_by_keys(profile, missing))
+    return results, ordered
 
 
 def _by_role(
