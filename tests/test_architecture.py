@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "ingest", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "items", "conversations", "related", "profiles", "aio", "copy"},
+    {"engine", "inputs", "related", "profiles", "aio", "copy"},
     {"cli", "server", "integrations", "__init__", "__main__"},
 ]  # fmt: skip
 

@@ -14,8 +14,8 @@ from conftest import SHARED_DATA
 
 from slm import InvalidInput, Memory, Settings, validate
 from slm.cli import cli
-from slm.conversations import memories
 from slm.embed.minilm import MiniLMEmbedder
+from slm.inputs.conversations import memories
 
 OPENAI = [
     {"role": "system", "content": "You are a helpful travel assistant."},

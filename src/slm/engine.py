@@ -23,7 +23,8 @@ from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
 from slm.ingest import stage, supersede
-from slm.items import MemoryInput, channel_names, check_item, filters_of
+from slm.inputs.memories import MemoryInput, check_item
+from slm.inputs.recall import channel_names, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, NewMemory, RecallRequest, Remembered, content_hash
@@ -235,8 +236,9 @@ class Memory:
         self, conversation: object, *, session: str | None = None
     ) -> list[Remembered]:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
-        session and time (:mod:`slm.conversations`); checked whole before anything is stored."""
-        from slm import conversations
+        session and time (:mod:`slm.inputs.conversations`); checked whole before anything
+        is stored."""
+        from slm.inputs import conversations
 
         items = conversations.memories(conversation, session=session)
         return [done for part in conversations.batches(items) for done in self.store_many(part)]

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import IO, Any
 
 from slm import validate
-from slm.conversations import is_conversation, memories
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
+from slm.inputs.conversations import is_conversation, memories
 from slm.models import LOGGED_OPTIONS, content_hash, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback_rows import MAX_FEEDBACK

@@ -23,7 +23,7 @@ from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
-from slm.items import MemoryInput, check_item
+from slm.inputs.memories import MemoryInput, check_item
 
 #: The most messages one conversation may hold.
 MAX_MESSAGES = 100_000
