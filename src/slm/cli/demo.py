@@ -1,7 +1,13 @@
-"""The built-in demo: a short conversation to store, and questions to ask of it."""
+"""``slm demo``: a short built-in conversation to store, and questions to ask of it."""
 
 from __future__ import annotations
 
+import shlex
+
+import click
+
+from slm.cli.base import Context, json_option
+from slm.cli.output import emit, show_response
 from slm.engine import MemoryInput
 
 _CONVERSATION: tuple[tuple[str, str, str], ...] = (
@@ -84,3 +90,40 @@ def conversation() -> list[MemoryInput]:
         MemoryInput(content=text, event_time=when, source=speaker, tags=("demo",))
         for when, speaker, text in _CONVERSATION
     ]
+
+
+@click.command()
+@json_option
+@click.pass_context
+def demo(ctx: click.Context, as_json: bool) -> None:
+    """Store a short built-in conversation (profile 'demo') and show a few recalls."""
+    obj: Context = ctx.obj
+    if not obj.profile_flag:
+        obj.profile = "demo"
+    answers = []
+    with obj.memory(calibrated=True) as memory:
+        done = memory.store_many(conversation())
+        new = sum(d.created for d in done)
+        if not as_json:
+            what = f"{len(done)} memories of a conversation between Maya and Sam"
+            if new == len(done):
+                click.echo(f"Stored {what}")
+            else:
+                click.echo(f"Stored {new} new of {what} (the rest were already there)")
+            click.echo(f"in {memory.location} (profile {memory.profile!r}).\n")
+        for question in QUESTIONS:
+            response = memory.recall(question, k=3)
+            answers.append(response.to_dict())
+            if not as_json:
+                click.echo(click.style(f"? {question}", bold=True))
+                show_response(response)
+                click.echo()
+    if as_json:
+        emit(answers)
+        return
+    where = "--dsn '<your DSN>' " if obj.dsn else ""
+    where += f"--db {shlex.quote(obj.db)} " if obj.db else ""
+    click.echo("Ask it something yourself:")
+    click.echo(
+        f"  slm {where}--profile {shlex.quote(obj.profile)} recall 'Where does Maya live now?'"
+    )

@@ -7,10 +7,7 @@ output (and only that) on stdout.
 from __future__ import annotations
 
 import logging
-import os
-import shlex
 import sys
-from pathlib import Path
 
 import click
 
@@ -19,14 +16,13 @@ from slm.cli.base import (
     Context,
     SlmGroup,
     json_option,
-    quiet_option,
     where_filter,
     where_option,
 )
 from slm.cli.calibrate import calibrate_command
+from slm.cli.demo import demo
 from slm.cli.output import (
     emit,
-    progress,
     remembered,
     show_details,
     show_memory,
@@ -36,6 +32,7 @@ from slm.cli.output import (
 from slm.cli.profiles import profiles
 from slm.cli.servers import mcp, serve, ui
 from slm.cli.transfer import export, import_
+from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
 from slm.engine import Memory, Remembered
 from slm.errors import DISTRIBUTION, NotFound
@@ -435,117 +432,11 @@ def _trace_contents(memory: Memory, response: RecallResponse) -> dict[str, str]:
     return found
 
 
-@cli.command()
-@quiet_option
-@json_option
-@click.pass_obj
-def reindex(obj: Context, quiet: bool, as_json: bool) -> None:
-    """Rebuild the derived indexes (lexical, entities, dates, graph) from the stored memories."""
-    with (
-        obj.memory(create=False) as memory,
-        progress(memory.count(), "reindexed", quiet) as update,
-    ):
-        count = memory.reindex(progress=update)
-    if as_json:
-        emit({"reindexed": count})
-    else:
-        click.echo(f"reindexed {count} memories")
-
-
-@cli.command()
-@click.option("--from", "source", required=True, help="Store to copy: a file or postgresql:// URL.")
-@click.option("--to", "target", required=True, help="Store to copy into (created if new).")
-@json_option
-@click.pass_context
-def migrate(ctx: click.Context, source: str, target: str, as_json: bool) -> None:
-    """Copy every memory (ids, times, metadata, vectors, trust) to another store; re-run
-    to resume. With --profile (or SLM_PROFILE), only that profile."""
-    from slm.copy.stores import migrate as copy_store
-
-    obj: Context = ctx.obj
-    chosen = obj.profile_flag or os.environ.get("SLM_PROFILE")
-    profiles = [obj.profile] if chosen else None
-    done = 0
-
-    def show_progress(read: int) -> None:
-        nonlocal done
-        done += read
-        click.echo(f"\rread {done} memories", nl=False, err=True)
-
-    interactive = sys.stderr.isatty() and not as_json
-    reports = copy_store(
-        source, target, profiles=profiles, progress=show_progress if interactive else None
-    )
-    if interactive:
-        click.echo(err=True)
-    if as_json:
-        emit([r.to_dict() for r in reports])
-        return
-    for r in reports:
-        click.echo(
-            f"{r.profile}: read {r.read}, copied {r.copied}, already present {r.existing}"
-            + (f", {r.renamed} under new ids (theirs were taken)" if r.renamed else "")
-        )
-
-
-@cli.command()
-@click.argument("path", type=click.Path(path_type=Path))
-@click.option("--force", is_flag=True, help="Overwrite PATH if it exists.")
-@json_option
-@click.pass_obj
-def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
-    """Copy the whole store (every profile) to the file PATH while it stays in use."""
-    from slm.copy.backup import backup as copy_store
-
-    with obj.memory(create=False, whole_store=True) as memory:
-        report = copy_store(memory, path, overwrite=force)
-    if as_json:
-        emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
-    else:
-        click.echo(f"backed up {report.memories} memories to {report.path}")
-
-
-@cli.command()
-@json_option
-@click.pass_context
-def demo(ctx: click.Context, as_json: bool) -> None:
-    """Store a short built-in conversation (profile 'demo') and show a few recalls."""
-    from slm.cli.demo import QUESTIONS, conversation
-
-    obj: Context = ctx.obj
-    if not obj.profile_flag:
-        obj.profile = "demo"
-    answers = []
-    with obj.memory(calibrated=True) as memory:
-        done = memory.store_many(conversation())
-        new = sum(d.created for d in done)
-        if not as_json:
-            what = f"{len(done)} memories of a conversation between Maya and Sam"
-            if new == len(done):
-                click.echo(f"Stored {what}")
-            else:
-                click.echo(f"Stored {new} new of {what} (the rest were already there)")
-            click.echo(f"in {memory.location} (profile {memory.profile!r}).\n")
-        for question in QUESTIONS:
-            response = memory.recall(question, k=3)
-            answers.append(response.to_dict())
-            if not as_json:
-                click.echo(click.style(f"? {question}", bold=True))
-                show_response(response)
-                click.echo()
-    if as_json:
-        emit(answers)
-        return
-    where = "--dsn '<your DSN>' " if obj.dsn else ""
-    where += f"--db {shlex.quote(obj.db)} " if obj.db else ""
-    click.echo("Ask it something yourself:")
-    click.echo(
-        f"  slm {where}--profile {shlex.quote(obj.profile)} recall 'Where does Maya live now?'"
-    )
-
-
 cli.add_command(calibrate_command)
 cli.add_command(profiles)
+cli.add_command(demo)
+for _upkeep in (reindex, migrate, backup):
+    cli.add_command(_upkeep)
 for _transfer in (import_, export):
     cli.add_command(_transfer)
 for _server in (mcp, serve, ui):
