@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -24,7 +23,7 @@ from slm.embed import Embedder, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
 from slm.ingest import stage, supersede
 from slm.inputs.memories import MemoryInput, check_item
-from slm.inputs.recall import channel_names, filters_of
+from slm.inputs.recall import channel_names, check, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, NewMemory, RecallRequest, Remembered, content_hash
@@ -506,48 +505,22 @@ class Memory:
             request = RecallRequest(request, **options)
         elif options:
             raise TypeError("recall_with takes a RecallRequest or a question with options")
-        text = validate.query(request.query)
-        k = validate.k(request.k)
-        include_superseded = request.include_superseded
-        if not isinstance(include_superseded, bool):
-            raise InvalidInput(
-                "include_superseded must be true or false", field="include_superseded"
-            )
-        valid_at = validate.timestamp(request.as_of, "as_of")
-        if valid_at is not None and include_superseded:
-            raise InvalidInput(
-                "as_of answers with what held then; it cannot include superseded memories",
-                field="as_of",
-            )
-        filters = replace(
-            filters_of(
-                request.source,
-                request.tags,
-                request.after,
-                request.before,
-                metadata=request.metadata,
-            ),
-            valid_at=valid_at,
-        )
-        settings = self.settings
-        if request.channels is not None:
-            settings = settings.with_channels(channel_names(request.channels))
+        checked = check(request, self.settings)
         allowed = None
-        if not filters.is_empty():
-            allowed = frozenset(self.store.allowed_keys(self.profile, filters))
-        moment = validate.timestamp(request.now, "now") or valid_at or datetime.now(UTC)
+        if not checked.filters.is_empty():
+            allowed = frozenset(self.store.allowed_keys(self.profile, checked.filters))
         response, runs = read(
             self.store,
             self.channels,
-            settings,
+            checked.settings,
             lambda topic: self._queries.submit(self.embedder.embed_batch, [topic]),
             profile=self.profile,
-            text=text,
-            k=k,
-            now=moment,
-            filters=filters,
+            text=checked.text,
+            k=checked.k,
+            now=checked.now,
+            filters=checked.filters,
             allowed=allowed,
-            hide_superseded=not include_superseded and valid_at is None,
+            hide_superseded=checked.hide_superseded,
             want_trace=request.trace,
             reranking=reranking,
             reader=self.reader,

@@ -1,15 +1,64 @@
-"""A recall's filters and the channels it restricts itself to, checked."""
+"""A recall request checked (:func:`check`): its question, k, filters, the channels it
+restricts itself to and the moment it reads relative times against."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from slm import validate
 from slm.channels import registered
 from slm.errors import InvalidInput
+from slm.models import RecallRequest
+from slm.settings import Settings
 from slm.store import Filters
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What a recall runs with, every option checked."""
+
+    text: str
+    k: int
+    filters: Filters
+    #: the settings, restricted to the channels the request names
+    settings: Settings
+    #: the moment relative times in the question are read against
+    now: datetime
+    #: whether memories superseded by now are left out
+    hide_superseded: bool
+
+
+def check(request: RecallRequest, settings: Settings) -> Checked:
+    """``request`` checked against the library's limits (:class:`InvalidInput` naming the
+    field otherwise), with ``settings`` restricted to its channels."""
+    text = validate.query(request.query)
+    k = validate.k(request.k)
+    include_superseded = request.include_superseded
+    if not isinstance(include_superseded, bool):
+        raise InvalidInput("include_superseded must be true or false", field="include_superseded")
+    valid_at = validate.timestamp(request.as_of, "as_of")
+    if valid_at is not None and include_superseded:
+        raise InvalidInput(
+            "as_of answers with what held then; it cannot include superseded memories",
+            field="as_of",
+        )
+    filters = filters_of(
+        request.source, request.tags, request.after, request.before, metadata=request.metadata
+    )
+    if request.channels is not None:
+        settings = settings.with_channels(channel_names(request.channels))
+    moment = validate.timestamp(request.now, "now") or valid_at or datetime.now(UTC)
+    return Checked(
+        text,
+        k,
+        replace(filters, valid_at=valid_at),
+        settings,
+        moment,
+        not include_superseded and valid_at is None,
+    )
 
 
 def filters_of(
