@@ -91,7 +91,6 @@ def carry_versions(state: Ranking) -> None:
     state.updates = versions.versions(state.store, query.profile, leading)
     if state.moment:
         state.carried = versions.carry_forward(state.fused, state.updates, query, state.moment)
-    return None
 
 
 def weigh(state: Ranking) -> dict[str, Any]:
@@ -132,7 +131,6 @@ def boost(state: Ranking) -> None:
         + settings.evidence_weight * evidence[key].relevance
         for key, score in survivors.items()
     }
-    return None
 
 
 def rerank(state: Ranking) -> dict[str, Any]:
@@ -217,7 +215,6 @@ def place_current(state: Ranking) -> None:
         versions.current_first(state.ranking, state.updates, state.records, state.moment)
     for key in state.query.hidden & state.ranking.keys():
         del state.ranking[key]
-    return None
 
 
 #: The stages of a ranking, in order, each with the name its trace part goes under (None:

@@ -42,11 +42,11 @@ def log_recall(cur: Cursor, mark: str, profile: str, entry: LoggedRecall) -> Non
         )
 
 
-def logged_sql(mark: str, count: int) -> str:
-    marks = ", ".join([mark] * count)
+def logged_head(mark: str) -> str:
+    """The logged recalls of a profile whose ``query_id`` is in a list (the list follows)."""
     return (
         "SELECT query_id, created_at, request, shown, example FROM recall_log "
-        f"WHERE profile = {mark} AND query_id IN ({marks})"
+        f"WHERE profile = {mark} AND query_id"
     )
 
 

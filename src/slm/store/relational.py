@@ -14,6 +14,7 @@ stays in the store's module.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
@@ -27,7 +28,7 @@ from slm.store.lifecycle import Cursor
 T = TypeVar("T")
 
 
-class Relational:
+class Relational(ABC):
     """What both stores do alike (see the module docstring)."""
 
     #: the driver's parameter placeholder
@@ -43,33 +44,41 @@ class Relational:
 
     # -- what a store supplies ------------------------------------------------------------
 
+    @abstractmethod
     def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
         """``work`` in one write transaction (with ``profile``: holding its write lock where
         the database has one)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
         """The condition selecting the profile's memories that pass ``filters``."""
-        raise NotImplementedError
 
     @staticmethod
+    @abstractmethod
     def _tags(value: Any) -> tuple[str, ...]:
         """A stored tag list as it reads back."""
-        raise NotImplementedError
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _slices(self, values: Iterable[Any]) -> Iterator[tuple[str, list[Any]]]:
-        """The distinct ``values`` in slices of at most :attr:`chunk`, each with its
-        placeholders for ``IN (...)``."""
+    def _slices(self, values: Iterable[Any]) -> Iterator[list[Any]]:
+        """The distinct ``values`` in slices of at most :attr:`chunk`."""
         distinct = list(dict.fromkeys(values))
         for start in range(0, len(distinct), self.chunk):
-            part = distinct[start : start + self.chunk]
-            yield ", ".join([self.mark] * len(part)), part
+            yield distinct[start : start + self.chunk]
+
+    def _select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
+        """The rows of ``head IN (values)`` for one profile, a slice of values at a time:
+        ``head`` is a statement whose first parameter is the profile and which ends with
+        the column the values are matched against."""
+        rows: list[Any] = []
+        for part in self._slices(values):
+            marks = ", ".join([self.mark] * len(part))
+            rows += self._select(f"{head} IN ({marks})", [profile, *part])
+        return rows
 
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
         key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
@@ -87,15 +96,11 @@ class Relational:
         )
 
     def _memories(self, profile: str, column: str, values: Iterable[Any]) -> list[MemoryRecord]:
-        out = []
-        for marks, part in self._slices(values):
-            rows = self._select(
-                f"SELECT {sql.MEMORY_COLUMNS} FROM memories "
-                f"WHERE {self.by_key}profile = {self.mark} AND {column} IN ({marks})",
-                [profile, *part],
-            )
-            out += [self._record(row) for row in rows]
-        return out
+        head = (
+            f"SELECT {sql.MEMORY_COLUMNS} FROM memories "
+            f"WHERE {self.by_key}profile = {self.mark} AND {column}"
+        )
+        return [self._record(row) for row in self._select_in(head, profile, values)]
 
     # -- store-wide settings --------------------------------------------------------------
 
@@ -113,15 +118,8 @@ class Relational:
     # -- memories -------------------------------------------------------------------------
 
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for marks, part in self._slices(hashes):
-            rows = self._select(
-                f"SELECT content_hash, id FROM memories WHERE profile = {self.mark} "
-                f"AND content_hash IN ({marks})",
-                [profile, *part],
-            )
-            found.update((str(h), str(i)) for h, i in rows)
-        return found
+        head = f"SELECT content_hash, id FROM memories WHERE profile = {self.mark} AND content_hash"
+        return {str(h): str(i) for h, i in self._select_in(head, profile, hashes)}
 
     def profiles(self) -> list[str]:
         return [r[0] for r in self._select("SELECT DISTINCT profile FROM memories ORDER BY 1")]
@@ -189,7 +187,7 @@ class Relational:
 
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
         found: list[Update] = []
-        for _, part in self._slices(keys):
+        for part in self._slices(keys):
             rows = self._select(
                 lifecycle.updates_sql(self.mark, len(part), by_key=self.by_key),
                 [*part, profile, *part, profile, *part, profile],
@@ -212,15 +210,11 @@ class Relational:
     # -- feedback and the recall log ------------------------------------------------------
 
     def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
-        out: dict[str, tuple[int, int]] = {}
-        for marks, part in self._slices(sources):
-            rows = self._select(
-                f"SELECT source, useful, not_useful FROM source_feedback "
-                f"WHERE profile = {self.mark} AND source IN ({marks})",
-                [profile, *part],
-            )
-            out.update((s, (u, n)) for s, u, n in rows)
-        return out
+        head = (
+            "SELECT source, useful, not_useful FROM source_feedback "
+            f"WHERE profile = {self.mark} AND source"
+        )
+        return {s: (u, n) for s, u, n in self._select_in(head, profile, sources)}
 
     def add_feedback(
         self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
@@ -262,11 +256,8 @@ class Relational:
         self._change(None, lambda cur: feedback.log_recall(cur, self.mark, profile, entry))
 
     def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
-        found: dict[str, LoggedRecall] = {}
-        for _, part in self._slices(query_ids):
-            rows = self._select(feedback.logged_sql(self.mark, len(part)), [profile, *part])
-            found.update((r.query_id, r) for r in map(feedback.read_logged, rows))
-        return found
+        rows = self._select_in(feedback.logged_head(self.mark), profile, query_ids)
+        return {r.query_id: r for r in map(feedback.read_logged, rows)}
 
     def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
         self._change(
