@@ -89,6 +89,26 @@ def test_remember_conversation_stores_every_message_once(memory: Memory) -> None
     assert memory.count() == 3
 
 
+def test_a_conversation_without_a_session_is_one_thread(memory: Memory) -> None:
+    """Each message's turn before is the message before it, whoever said it, under an id
+    made from the conversation (the same when it is stored again), so an answer is read
+    beside the question it answers."""
+    from slm.related import related
+
+    items = memories(OPENAI)
+    threads = {m.metadata["conversation"] for m in items}  # type: ignore[index]
+    assert len(threads) == 1 and threads == {
+        m.metadata["conversation"]
+        for m in memories(OPENAI)  # type: ignore[index]
+    }
+    assert memories(OPENAI[1:])[0].metadata["conversation"] not in threads  # type: ignore[index]
+    done = memory.remember_conversation(OPENAI)
+    answer = related(memory, done[2].id)
+    before = [link.memory.id for link in answer.links if "prev" in link.kinds]
+    assert before == [done[1].id]  # Maya's message, not the assistant's earlier one
+    assert len(memory.list(metadata={"conversation": sorted(threads)[0]})) == 3
+
+
 def test_a_change_said_in_conversation_is_read_as_one(
     tmp_path: Path, minilm: MiniLMEmbedder
 ) -> None:
@@ -135,23 +155,28 @@ def test_slm_import_reads_a_chat_export_and_conversation_lines(
 @pytest.mark.skipif(not (SHARED_DATA / "locomo-dev.json").exists(), reason="no LoCoMo dev file")
 def test_a_locomo_conversation_as_messages_is_stored_as_the_benchmark_stores_it() -> None:
     """The bench's per-turn path and a message list give the same memories (text, speaker,
-    time), so `slm bench locomo` figures are the same either way."""
+    time) for every conversation of the file, so `slm bench locomo` figures are the same
+    either way. A message's surrounding spaces are trimmed, where a few of LoCoMo's turns
+    open with one ("Jon:  I'm prepping..."): the words are the same."""
     from slm_bench.locomo import load, parse_locomo_datetime
 
     conversations, _ = load(SHARED_DATA / "locomo-dev.json")
-    sample = json.loads((SHARED_DATA / "locomo-dev.json").read_text())[0]
-    talk = sample["conversation"]
-    messages = []
-    for key in sorted((k for k in talk if k.startswith("session_") and k[8:].isdigit()
-                       and talk[k]), key=lambda k: int(k[8:])):  # fmt: skip
-        when = parse_locomo_datetime(talk[f"{key}_date_time"]).isoformat()
-        for turn in talk[key]:
-            text = turn["text"] + (f" [image: {turn['blip_caption']}]"
-                                   if turn.get("blip_caption") else "")  # fmt: skip
-            messages.append({"role": "user", "name": turn["speaker"], "content": text,
-                             "time": when})  # fmt: skip
+    samples = json.loads((SHARED_DATA / "locomo-dev.json").read_text())
+    assert len(conversations) == len(samples)
 
-    def stored(items: Any) -> list[tuple[Any, ...]]:  # as the store keeps them
-        return [(validate.content(m.content), m.source, m.event_time) for m in items]
+    def stored(items: Any) -> list[tuple[Any, ...]]:  # as the store keeps them, spacing aside
+        return [(" ".join(validate.content(m.content).split()), m.source, m.event_time)
+                for m in items]  # fmt: skip
 
-    assert stored(memories(messages)) == stored(conversations[0].turns)
+    for sample, conversation in zip(samples, conversations, strict=True):
+        talk = sample["conversation"]
+        messages = []
+        for key in sorted((k for k in talk if k.startswith("session_") and k[8:].isdigit()
+                           and talk[k]), key=lambda k: int(k[8:])):  # fmt: skip
+            when = parse_locomo_datetime(talk[f"{key}_date_time"]).isoformat()
+            for turn in talk[key]:
+                text = turn["text"] + (f" [image: {turn['blip_caption']}]"
+                                       if turn.get("blip_caption") else "")  # fmt: skip
+                messages.append({"role": "user", "name": turn["speaker"], "content": text,
+                                 "time": when})  # fmt: skip
+        assert stored(memories(messages)) == stored(conversation.turns), sample["sample_id"]

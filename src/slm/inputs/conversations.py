@@ -11,13 +11,20 @@ theirs): the text labelled with its speaker (``"Maya: I moved to Lisbon"``), the
 the source, its time as the event time (else the conversation's, else now), and its role,
 session and position in the metadata. So the conversational reading applies unchanged: the
 user's and the assistant's words, standing instructions, preferences, facts that change.
+The messages of one conversation are one thread (each message's turn before is the message
+before it, whoever said it): under its ``session`` when one is given, else under an id made
+from its messages (``metadata["conversation"]``, the same each time the same conversation is
+stored), so that what answers a question is read with the question it answers.
 A message without text (only an image or a tool call) is skipped. A malformed conversation
 is refused whole, naming the message and the field.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,7 +81,23 @@ def memories(conversation: object, *, session: str | None = None) -> list[Memory
             out.append(item)
     if not out:
         raise InvalidInput("no message of the conversation has text", field="messages")
+    if session is None:
+        thread = thread_id(out)
+        out = [replace(m, metadata={**_fields(m), "conversation": thread}) for m in out]
     return out
+
+
+def _fields(item: MemoryInput) -> dict[str, Any]:
+    return dict(item.metadata) if isinstance(item.metadata, Mapping) else {}
+
+
+def thread_id(items: Sequence[MemoryInput]) -> str:
+    """An id for a conversation given without a session, made from its messages (speaker,
+    text, time), so that storing the same conversation again names the same thread."""
+    said = [(m.source, m.content, m.event_time.isoformat() if m.event_time else None)
+            for m in items]  # fmt: skip
+    digest = hashlib.sha256(json.dumps(said, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return f"chat-{digest[:16]}"
 
 
 def _memory(
