@@ -94,8 +94,7 @@ def _fields(item: MemoryInput) -> dict[str, Any]:
 def thread_id(items: Sequence[MemoryInput]) -> str:
     """An id for a conversation given without a session, made from its messages (speaker,
     text, time), so that storing the same conversation again names the same thread."""
-    said = [(m.source, m.content, m.event_time.isoformat() if m.event_time else None)
-            for m in items]  # fmt: skip
+    said = [(m.source, m.content, str(m.event_time)) for m in items]
     digest = hashlib.sha256(json.dumps(said, ensure_ascii=False).encode("utf-8")).hexdigest()
     return f"chat-{digest[:16]}"
 
