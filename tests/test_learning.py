@@ -112,6 +112,30 @@ def test_model_json_round_trips_and_bad_files_are_refused(tmp_path: Path) -> Non
         Ranker.load(missing)
 
 
+def test_a_model_reranks_windows_like_any_kind_it_was_trained_on() -> None:
+    """One model for two kinds of store: a window near either kind's anchor is reranked,
+    one far from both keeps its order; anchors round-trip through the file and a bad one
+    is refused."""
+    near, far = synthetic(60, 3), synthetic(60, 4)
+    shifted = [Example(e.matrix + 5.0, e.labels) for e in far]
+    model = fit([*near, *shifted], kinds={"near": near, "shifted": shifted})
+    assert [a.name for a in model.anchors] == ["near", "shifted"]
+    assert model.applies(near[0].matrix) and model.applies(shifted[0].matrix)
+    assert not model.applies(near[0].matrix + 2.5)  # between the two kinds, like neither
+    alone = fit(near)
+    assert alone.anchors == () and not alone.applies(shifted[0].matrix)
+    again = Ranker.from_json(model.to_json())
+    assert again.id == model.id and again.applies(shifted[0].matrix)
+    assert again.shift(near[1].matrix) == pytest.approx(model.shift(near[1].matrix))
+    broken = json.loads(model.to_json())
+    broken["anchors"][1]["scale"][0] = 0.0
+    with pytest.raises(ModelError, match=r"anchors\[1\]\.scale must be positive"):
+        Ranker.from_json(json.dumps(broken))
+    broken["anchors"] = [{"name": "x", "mean": [1.0]}]
+    with pytest.raises(ModelError, match=r"anchors\[0\]\.mean must be a list of"):
+        Ranker.from_json(json.dumps(broken))
+
+
 def test_the_shipped_model_loads() -> None:
     model = default_ranker()
     assert model.id.startswith("ranker-") and "dev" in model.trained_on
@@ -160,6 +184,39 @@ def test_reranking_changes_order_and_ranking_score_only(memory: Memory) -> None:
             assert c["part"] == pytest.approx(weights[name] / (k + c["rank"]), abs=1e-6)
     unread = memory.recall_with(None, question, k=10, trace=True).trace
     assert unread is not None and all(d["features"] is None for d in unread["results"])
+
+
+def test_the_reranker_reads_a_reply_and_the_names_it_brings(memory: Memory) -> None:
+    """A turn that answers a question asked in the turn before it is read as a reply (the
+    turn before is read even when it is not a candidate), and the names it brings that the
+    question does not name are counted."""
+    from slm.learn.reading import asks, new_names
+
+    turns = memory.remember_conversation(
+        {
+            "session": "convention",
+            "messages": [
+                {"role": "user", "name": "Gina", "content": "How was the convention, Nate?"},
+                {
+                    "role": "user",
+                    "name": "Nate",
+                    "content": "We played the game Catan with Joanna all day.",
+                },
+                {"role": "user", "name": "Gina", "content": "That sounds like a lot of fun."},
+            ],
+        }
+    )
+    reverse = Reranking(ranker_from({"position": -1.0}), "reverse", "file")
+    response = memory.recall_with(reverse, "Which game did Nate play?", k=10, trace=True)
+    assert response.trace is not None
+    read = {r.id: d["features"] for r, d in zip(response.results, response.trace["results"],
+                                                 strict=True)}  # fmt: skip
+    assert read[turns[1].id]["reply"] == 1.0
+    assert read[turns[1].id]["new_names"] == pytest.approx(np.log1p(2))  # Catan, Joanna
+    if turns[2].id in read:
+        assert read[turns[2].id]["reply"] == 0.0
+    assert asks("How was it? I hope well") and not asks("Great. " + "x" * 90 + "?" + "y" * 90)
+    assert new_names("Did Ana meet Leo?", "Maya: I saw Ana, Leo and Kenji in Porto") == 2
 
 
 def test_an_abstaining_recall_still_abstains_with_the_reranker(memory: Memory) -> None:

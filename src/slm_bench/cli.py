@@ -375,7 +375,7 @@ def learning(
     flags = f" --locomo {locomo_file} --beam {beam_file} --share {share} --seed {seed}"
     report["command"] = f"slm bench learning{flags}"
     if train_default is not None:
-        model = harness.train([s for seen in files.values() for s in seen], "locomo-dev + beam-dev")
+        model = harness.train_joint(files, "locomo-dev + beam-dev")
         train_default.write_text(model.to_json() + "\n", encoding="utf-8")
         report["trained"] = {"file": str(train_default), "model": model.id}
     _emit(report, out, as_json, harness.markdown)

@@ -97,8 +97,18 @@ def by_group(seen: Sequence[Seen]) -> dict[str, list[Seen]]:
     return dict(groups)
 
 
-def train(seen: Sequence[Seen], name: str) -> Ranker:
-    return fit([s.example for s in seen], l2=L2, trained_on=name)
+def train(
+    seen: Sequence[Seen], name: str, kinds: Mapping[str, Sequence[Seen]] | None = None
+) -> Ranker:
+    """A model trained on ``seen``; ``kinds``: the same windows by the kind of store (file)
+    they come from, each an anchor of the model's guard (``slm.learn.model.Anchor``)."""
+    groups = {kind: [s.example for s in ss] for kind, ss in (kinds or {}).items()}
+    return fit([s.example for s in seen], l2=L2, trained_on=name, kinds=groups)
+
+
+def train_joint(files: Mapping[str, Sequence[Seen]], name: str) -> Ranker:
+    """One model for every file, anchored on each (how the shipped model is trained)."""
+    return train([s for seen in files.values() for s in seen], name, files)
 
 
 def leave_one_out(seen: Sequence[Seen], name: str) -> dict[str, Ranker]:
@@ -107,6 +117,19 @@ def leave_one_out(seen: Sequence[Seen], name: str) -> dict[str, Ranker]:
     return {
         group: train([s for g, ss in groups.items() if g != group for s in ss], f"{name} - {group}")
         for group in groups
+    }
+
+
+def leave_one_out_joint(files: Mapping[str, Sequence[Seen]]) -> dict[str, Ranker]:
+    """For each group of every file, one model trained on all the other groups of every
+    file, as the shipped model is: the held-out estimate of what a user gets."""
+    names = {s.group for seen in files.values() for s in seen}
+    return {
+        group: train_joint(
+            {name: [s for s in seen if s.group != group] for name, seen in files.items()},
+            f"all - {group}",
+        )
+        for group in sorted(names)
     }
 
 
@@ -198,6 +221,8 @@ def evaluate(
             "learning": simulate(seen, untrained, share, seed, hostile=False),
             "hostile_learning": simulate(seen, untrained, share, seed, hostile=True),
         }
+    joint = leave_one_out_joint(files)
+    report["joint"] = {name: compare(seen, _per_group(joint)) for name, seen in files.items()}
     names = list(files)
     for source in names:
         for target in names:
@@ -260,6 +285,10 @@ def markdown(report: dict[str, Any]) -> str:
                     sim["learned"],
                 )
             )
+    for name, block in report.get("joint", {}).items():
+        share = block["reranked_share"]
+        label = f"{name}: one model for both files, leave one group out (applied to {share:.0%})"
+        lines.append(row(label, block["reranked"]))
     for name, block in report["across"].items():
         lines.append(row(f"{name}: no reranker", block["base"]))
         share = block["reranked_share"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from slm.channels import ALL_CHANNELS, Context, Hit, registered
-from slm.learn.reading import answer_type, carries, focus, focus_terms
+from slm.learn.reading import answer_type, asks, carries, focus, focus_terms, new_names
 from slm.models import MemoryRecord
 
 if TYPE_CHECKING:  # slm.recall imports this module
@@ -51,6 +51,8 @@ OWN_FEATURES: tuple[str, ...] = (
     "answer_type",  # holds the kind of value the question asks for (0/1, slm.learn.reading)
     "focus",  # share of the question's terms other than names that it contains
     "channels",  # share of the channels that found it
+    "reply",  # the turn before it asks something (0/1, slm.learn.reading)
+    "new_names",  # log(1 + names it mentions that the question does not)
 )
 
 
@@ -98,6 +100,13 @@ def window(ranking: Mapping[int, float], order: Sequence[int], hidden: frozenset
     return [key for key in order if key not in hidden and key in ranking][:WINDOW]
 
 
+def turns_before(context: Context, keys: Sequence[int]) -> dict[int, int]:
+    """The turn before each of ``keys`` (its ``prev`` edge), for those that have one: the
+    recall reads them so that :func:`candidates` can tell a reply."""
+    edges = context.graph.edges(keys)
+    return {key: n for key in keys for n, kind, _ in edges.get(key, ()) if kind == "prev"}
+
+
 def candidates(
     context: Context,
     keys: Sequence[int],
@@ -112,7 +121,8 @@ def candidates(
     marks: Mapping[str, tuple[int, int]],
 ) -> Candidates:
     """The feature rows of ``keys`` (the window, best first, each in ``records``);
-    ``marks``: the profile's (useful, not useful) feedback counts by memory id."""
+    ``marks``: the profile's (useful, not useful) feedback counts by memory id; the turns
+    before them (:func:`turns_before`) are read from ``records`` where it holds them."""
     channels = registered()
     names = feature_names(channels)
     rows = np.zeros((len(keys), len(names)), dtype=np.float64)
@@ -136,8 +146,10 @@ def candidates(
     wanted = focus_terms(context.query.terms, context.query.entities)
     held = context.lexicon.matched(keys) if wanted else {}
     found_by = np.count_nonzero(rows[:, :base], axis=1) / max(base, 1)
+    before = turns_before(context, keys)
     for row, key in enumerate(keys):
         e, record = evidence[key], records[key]
+        asked = records.get(before.get(key, -1))
         content = record.content
         rows[row, base:] = (
             fused.get(key, 0.0) / best,
@@ -159,6 +171,8 @@ def candidates(
             1.0 if carries(kind, content) else 0.0,
             focus(wanted, held.get(key, set())),
             found_by[row],
+            1.0 if asked is not None and asks(asked.content) else 0.0,
+            math.log1p(new_names(context.query.text, content)),
         )
     return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows, names)
 

@@ -8,6 +8,11 @@ of value the question asks for, and how much of the question's focus it says.
 - *Focus*: the question's terms that are not names (the names say whose memory it is, the
   rest what it is about: "paint" in "What did Caroline paint?"), and the share of them the
   candidate contains (read from the lexical index, not from the text again).
+- *A reply*: the turn before the candidate asks something ("How was the waterfall?"): in a
+  conversation the answer is often the reply, and the question's words are in the turn
+  that asked.
+- *Names it brings*: the names the candidate mentions that the question does not ("We
+  played Catan" for "What game did Nate play?"): an answer names what was asked about.
 """
 
 from __future__ import annotations
@@ -64,6 +69,10 @@ _RELATION = re.compile(
     r"kids|children|parents)\b",
     re.IGNORECASE,
 )
+#: A capitalised word anywhere: what a question names, to tell a candidate's new names from.
+_CAPITALISED = re.compile(r"[A-Z][a-z]+")
+#: A speaker's label ("Maya: ...") is at most this long.
+_LABEL = 40
 _CARRIES = {"when": _DATE, "number": _QUANTITY, "place": _PLACE}
 #: A long memory is read for the answer type in its first this many characters: the
 #: reranker reads 50 candidates in every recall, and a long message is mostly context.
@@ -107,3 +116,19 @@ def focus(wanted: frozenset[str], held: set[str]) -> float:
     if not wanted:
         return 0.0
     return len(wanted & held) / len(wanted)
+
+
+def asks(content: str) -> bool:
+    """Whether ``content`` asks something: a question mark in its last 80 characters."""
+    return "?" in content.rstrip()[-80:]
+
+
+def new_names(question: str, content: str) -> int:
+    """How many names ``content`` mentions (in its first :data:`READ_CHARS` characters,
+    its speaker's label aside) that ``question`` does not."""
+    head = content[:READ_CHARS]
+    label, colon, said = head.partition(":")
+    if colon and len(label) < _LABEL:
+        head = said
+    asked = set(_CAPITALISED.findall(question))
+    return len({name for name in _NAMED.findall(head) if name not in asked})

@@ -14,7 +14,7 @@ from typing import Any
 
 from slm.channels import Channel, Context, Hit, Query, weight
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, ChannelRank, RecallResponse, RecallResult
-from slm.learn.features import Candidates, candidates, read_features, window
+from slm.learn.features import Candidates, candidates, read_features, turns_before, window
 from slm.learn.rerank import Reranking, reorder
 from slm.models import MemoryRecord
 from slm.recall import feedback, fusion, versions
@@ -142,6 +142,7 @@ def rerank(state: Ranking) -> dict[str, Any]:
         keys = window(state.ranking, fusion.order(state.ranking), query.hidden)
         state.hydrate(keys)
         keys = [key for key in keys if key in state.records]
+        state.hydrate(turns_before(state.context, keys).values())
         shown = [state.records[key].id for key in keys]
         marks = state.store.feedback_marks(query.profile, shown, reranking.marks_before)
         state.seen = candidates(
