@@ -188,8 +188,9 @@ def test_reranking_changes_order_and_ranking_score_only(memory: Memory) -> None:
 
 def test_the_reranker_reads_a_reply_and_the_names_it_brings(memory: Memory) -> None:
     """A turn that answers a question asked in the turn before it is read as a reply (the
-    turn before is read even when it is not a candidate), and the names it brings that the
-    question does not name are counted."""
+    turn before is read even when it is not a candidate), with how alike the question is to
+    the turn it replies to, and the names it brings that the question does not name are
+    counted."""
     from slm.learn.reading import asks, new_names
 
     turns = memory.remember_conversation(
@@ -203,18 +204,25 @@ def test_the_reranker_reads_a_reply_and_the_names_it_brings(memory: Memory) -> N
                     "content": "We played the game Catan with Joanna all day.",
                 },
                 {"role": "user", "name": "Gina", "content": "That sounds like a lot of fun."},
+                {"role": "user", "name": "Gina", "content": "Did Nate win the game?"},
             ],
         }
     )
     reverse = Reranking(ranker_from({"position": -1.0}), "reverse", "file")
-    response = memory.recall_with(reverse, "Which game did Nate play?", k=10, trace=True)
+    response = memory.recall_with(
+        reverse, "Which game did Nate play at the convention?", k=10, trace=True
+    )
     assert response.trace is not None
     read = {r.id: d["features"] for r, d in zip(response.results, response.trace["results"],
                                                  strict=True)}  # fmt: skip
     assert read[turns[1].id]["reply"] == 1.0
     assert read[turns[1].id]["new_names"] == pytest.approx(np.log1p(2))  # Catan, Joanna
-    if turns[2].id in read:
-        assert read[turns[2].id]["reply"] == 0.0
+    assert set(read) == {t.id for t in turns}
+    assert read[turns[2].id]["reply"] == 0.0
+    # How alike the question is to the turn replied to: another speaker's turn only.
+    assert read[turns[1].id]["replied_to"] == pytest.approx(read[turns[0].id]["semantic"])
+    assert read[turns[1].id]["replied_to"] > 0.0
+    assert read[turns[3].id]["replied_to"] == 0.0  # Gina going on after herself replies to nobody
     assert asks("How was it? I hope well") and not asks("Great. " + "x" * 90 + "?" + "y" * 90)
     assert new_names("Did Ana meet Leo?", "Maya: I saw Ana, Leo and Kenji in Porto") == 2
 

@@ -53,6 +53,7 @@ OWN_FEATURES: tuple[str, ...] = (
     "channels",  # share of the channels that found it
     "reply",  # the turn before it asks something (0/1, slm.learn.reading)
     "new_names",  # log(1 + names it mentions that the question does not)
+    "replied_to",  # similarity to the question of the turn it replies to (another speaker's)
 )
 
 
@@ -147,9 +148,12 @@ def candidates(
     held = context.lexicon.matched(keys) if wanted else {}
     found_by = np.count_nonzero(rows[:, :base], axis=1) / max(base, 1)
     before = turns_before(context, keys)
+    similar = context.similarity(list(before.values()))
     for row, key in enumerate(keys):
         e, record = evidence[key], records[key]
         asked = records.get(before.get(key, -1))
+        # a reply is to another speaker's turn; one's own turn before only goes on
+        replied = asked is not None and asked.source != record.source
         content = record.content
         rows[row, base:] = (
             fused.get(key, 0.0) / best,
@@ -173,6 +177,7 @@ def candidates(
             found_by[row],
             1.0 if asked is not None and asks(asked.content) else 0.0,
             math.log1p(new_names(context.query.text, content)),
+            similar[before[key]] if replied else 0.0,
         )
     return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows, names)
 
