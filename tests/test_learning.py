@@ -227,6 +227,18 @@ def test_the_reranker_reads_a_reply_and_the_names_it_brings(memory: Memory) -> N
     assert new_names("Did Ana meet Leo?", "Maya: I saw Ana, Leo and Kenji in Porto") == 2
 
 
+def test_what_was_read_is_said_in_words() -> None:
+    from slm.learn.reading import describe
+
+    plain = {"answer_type": 1.0, "focus": 0.5, "channels": 0.5, "reply": 0.0, "replied_to": 0.0}
+    assert (
+        describe(plain) == "holds the kind of value asked for, focus 0.50, found by 50% of channels"
+    )
+    replying = {**plain, "answer_type": 0.0, "reply": 1.0, "replied_to": 0.61}
+    assert describe(replying).endswith("replies to a question of similarity 0.61 to the question")
+    assert describe({**plain, "reply": 1.0}).endswith("follows a question")
+
+
 def test_an_abstaining_recall_still_abstains_with_the_reranker(memory: Memory) -> None:
     fill(memory)
     reverse = Reranking(ranker_from({"position": -1.0}), "reverse", "file")

@@ -201,6 +201,8 @@ def test_search_shows_results_and_a_results_trace(page: Any, site: tuple[str, li
     assert table.is_visible()
     channels = table.locator("tbody th").all_inner_texts()
     assert "semantic" in channels or "bm25" in channels
+    assert "Read: " in first.locator("details").inner_text()  # what the reranker read
+    assert "of channels" in first.locator("details").inner_text()
     shot(page, "search")
     # The search is in the address: reloading shows it again.
     page.reload()

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
+from slm.learn.reading import describe
 from slm.models import MemoryRecord
 
 #: Abstention reasons in words.
@@ -168,7 +169,7 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
         )
         reading = detail.get("features")
         if reading:
-            click.echo(f"      read: {reading_line(reading)}")
+            click.echo(f"      read: {describe(reading)}")
     calibration = trace.get("calibration")
     if calibration is not None:
         if calibration["applied"]:
@@ -179,16 +180,6 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
         else:
             click.echo(f"\nuncalibrated: {calibration['reason']}")
     click.echo(f"\n{trace['total_ms']:.1f} ms")
-
-
-def reading_line(features: Mapping[str, float]) -> str:
-    """What the reranker read of one result, in words: whether it holds the kind of value
-    asked for, how much of the question's focus it says, how many channels found it."""
-    holds = "holds" if features.get("answer_type") else "lacks"
-    return (
-        f"{holds} the kind of value asked for, focus {features.get('focus', 0.0):.2f}, "
-        f"found by {features.get('channels', 0.0):.0%} of channels"
-    )
 
 
 #: Seconds between two progress lines when stderr is not a terminal.

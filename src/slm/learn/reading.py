@@ -18,7 +18,7 @@ of value the question asks for, and how much of the question's focus it says.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from slm.ingest.text import terms
 
@@ -132,3 +132,20 @@ def new_names(question: str, content: str) -> int:
         head = said
     asked = set(_CAPITALISED.findall(question))
     return len({name for name in _NAMED.findall(head) if name not in asked})
+
+
+def describe(features: Mapping[str, float]) -> str:
+    """What the reranker read of one result (its feature row by name), in words, as
+    ``slm trace`` and the page show it."""
+    holds = "holds" if features.get("answer_type") else "lacks"
+    parts = [
+        f"{holds} the kind of value asked for",
+        f"focus {features.get('focus', 0.0):.2f}",
+        f"found by {features.get('channels', 0.0):.0%} of channels",
+    ]
+    if features.get("replied_to"):
+        asked = "a question" if features.get("reply") else "a turn"
+        parts.append(f"replies to {asked} of similarity {features['replied_to']:.2f} to the question")
+    elif features.get("reply"):
+        parts.append("follows a question")
+    return ", ".join(parts)

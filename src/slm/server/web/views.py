@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
+from slm.learn.reading import describe
 from slm.models import MemoryRecord
 
 #: How much of a memory a list shows; the memory's page shows all of it.
@@ -87,13 +88,15 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
             for name, c in result.channels.items()
         ]
         channels.sort(key=lambda channel: -channel["part"])
+        detail = details.get(result.memory.id, {})
         out.append(
             {
                 "result": result,
                 "memory": result.memory,
                 "shown": Shown.of(result.memory.content),
                 "channels": channels,
-                "evidence": details.get(result.memory.id, {}),
+                "evidence": detail,
+                "read": describe(detail["features"]) if detail.get("features") else None,
             }
         )
     return out
