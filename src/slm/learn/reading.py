@@ -145,7 +145,8 @@ def describe(features: Mapping[str, float]) -> str:
     ]
     if features.get("replied_to"):
         asked = "a question" if features.get("reply") else "a turn"
-        parts.append(f"replies to {asked} of similarity {features['replied_to']:.2f} to the question")
+        alike = features["replied_to"]
+        parts.append(f"replies to {asked} of similarity {alike:.2f} to the question")
     elif features.get("reply"):
         parts.append("follows a question")
     return ", ".join(parts)
