@@ -10,7 +10,8 @@ of value the question asks for, and how much of the question's focus it says.
   candidate contains (read from the lexical index, not from the text again).
 - *A reply*: the turn before the candidate asks something ("How was the waterfall?"): in a
   conversation the answer is often the reply, and the question's words are in the turn
-  that asked.
+  that asked (how alike that turn is to the question, when another speaker said it, is
+  the feature ``replied_to``, read from the recall's similarities in ``features``).
 - *Names it brings*: the names the candidate mentions that the question does not ("We
   played Catan" for "What game did Nate play?"): an answer names what was asked about.
 """
