@@ -148,12 +148,17 @@ def candidates(
     held = context.lexicon.matched(keys) if wanted else {}
     found_by = np.count_nonzero(rows[:, :base], axis=1) / max(base, 1)
     before = turns_before(context, keys)
-    similar = context.similarity(list(before.values()))
+    # A reply is to another speaker's turn (one's own turn before only goes on): only those
+    # turns' similarity to the question is read.
+    replies = {
+        key: turn
+        for key, turn in before.items()
+        if turn in records and records[turn].source != records[key].source
+    }
+    similar = context.similarity(list(replies.values()))
     for row, key in enumerate(keys):
         e, record = evidence[key], records[key]
         asked = records.get(before.get(key, -1))
-        # a reply is to another speaker's turn; one's own turn before only goes on
-        replied = asked is not None and asked.source != record.source
         content = record.content
         rows[row, base:] = (
             fused.get(key, 0.0) / best,
@@ -177,7 +182,7 @@ def candidates(
             found_by[row],
             1.0 if asked is not None and asks(asked.content) else 0.0,
             math.log1p(new_names(context.query.text, content)),
-            similar[before[key]] if replied else 0.0,
+            similar[replies[key]] if key in replies else 0.0,
         )
     return Candidates(tuple(keys), tuple(records[key].id for key in keys), rows, names)
 
