@@ -136,9 +136,9 @@ def ack(store: str) -> None:
 
 
 def _hang_inside_graph_write(marker: str, batch: int) -> None:
-    from slm.store import sqlite_graph
+    from slm.store import derived
 
-    original = sqlite_graph.insert_graph
+    original = derived.insert
     calls = 0
 
     def insert_graph(*args: Any, **kwargs: Any) -> None:
@@ -149,7 +149,7 @@ def _hang_inside_graph_write(marker: str, batch: int) -> None:
             Path(marker).touch()
             time.sleep(3600)
 
-    sqlite_graph.insert_graph = insert_graph
+    derived.insert = insert_graph
 
 
 def hang_reindex(store: str, marker: str, batch: int) -> None:

@@ -176,11 +176,11 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         assert store.edges_from(me, keys) == {}
         assert store.referenced_times(me, keys) == {}
         assert store.event_times(me, keys) == {}
-        assert not store.vectors(me, keys).any()
+        assert not store.vectors.get(me, keys).any()
         assert set(store.time_overlaps(me, 0, 2**62, 10_000)) == {mine.key}
         query = alice.embedder.embed_batch([CORPUS[0]])[0]
-        assert [k for k, _ in store.vector_search(me, query, 50, None)] == [mine.key]
-        assert store.vector_search(me, np.asarray(query), 50, set(keys)) == []
+        assert [k for k, _ in store.vectors.search(me, query, 50, None)] == [mine.key]
+        assert store.vectors.search(me, np.asarray(query), 50, set(keys)) == []
         assert store.allowed_keys(me, Filters()) == {mine.key}
         assert store.count(me) == 1 and store.index_counts(me)["lexical"] == 1
         assert [r.id for r in store.page(me, 100, 0, Filters())] == [mine.id]

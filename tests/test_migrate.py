@@ -87,7 +87,7 @@ def snapshot(location: str, profile: str) -> dict[str, Any]:
         edges = store.edges_from(profile, keys)
         return {
             "records": [r.to_dict() for r in records],
-            "vectors": store.vectors(profile, keys).tobytes(),
+            "vectors": store.vectors.get(profile, keys).tobytes(),
             "feedback": store.source_feedback(profile, {r.source or "" for r in records}),
             "entities": {
                 id_of[k]: sorted((n, c, s) for _, n, c, s in v) for k, v in mentions.items()

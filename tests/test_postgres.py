@@ -18,7 +18,7 @@ from postgres_server import rows as sql
 from slm import ConfigError, Memory, Settings, StoreError
 from slm.engine import content_hash
 from slm.store import Filters
-from slm.store import postgres as pg
+from slm.store import postgres_vectors as pg
 from slm.store.postgres import PostgresStore, redact
 from slm.store.postgres_schema import MIGRATIONS
 
@@ -103,12 +103,12 @@ def test_no_query_crosses_profiles(postgres_dsn: str) -> None:
         assert store.edges_from("default", keys) == {}
         assert store.referenced_times("default", keys) == {}
         assert store.event_times("default", keys) == {}
-        assert not store.vectors("default", keys).any()
+        assert not store.vectors.get("default", keys).any()
         everything = (0, 2**62, 10_000)
         assert set(store.time_overlaps("default", *everything)) == {mine.key}
         query = alice.embedder.embed_batch([CORPUS[0]])[0]
-        assert [k for k, _ in store.vector_search("default", query, 50, None)] == [mine.key]
-        assert store.vector_search("default", query, 50, set(keys)) == []
+        assert [k for k, _ in store.vectors.search("default", query, 50, None)] == [mine.key]
+        assert store.vectors.search("default", query, 50, set(keys)) == []
         assert store.allowed_keys("default", Filters()) == {mine.key}
         assert store.count("default") == 1
         assert [r.id for r in store.page("default", 100, 0, Filters())] == [mine.id]
@@ -189,15 +189,15 @@ def test_vector_search_exact_and_through_hnsw(
         assert "embeddings_hnsw" in str(plan)
         allowed = set(keys[::7])
         for query in queries:
-            found = store.vector_search("default", query, 10, None)
+            found = store.vectors.search("default", query, 10, None)
             assert [k for k, _ in found] == exact(matrix, keys, query, 10)
             assert found[0][1] == pytest.approx(float(matrix[keys.index(found[0][0])] @ query))
         monkeypatch.setattr(pg, "EXACT_SCAN_LIMIT", 0)  # force the index
         hits = 0
         for query in queries:
-            found = [k for k, _ in store.vector_search("default", query, 10, None)]
+            found = [k for k, _ in store.vectors.search("default", query, 10, None)]
             hits += len(set(found) & set(exact(matrix, keys, query, 10)))
-            filtered = store.vector_search("default", query, 10, allowed, below=keys[150])
+            filtered = store.vectors.search("default", query, 10, allowed, below=keys[150])
             assert len(filtered) == 10
             assert all(k in allowed and k < keys[150] for k, _ in filtered)
         assert hits / (10 * len(queries)) >= 0.9

@@ -77,12 +77,12 @@ def test_full_time_window_ranks_the_topical_memories(
 def test_one_vector_search_per_recall(tmp_path: Path) -> None:
     with filled(tmp_path / "m.db") as memory:
         calls = []
-        search = memory.store.vector_search
+        search = memory.store.vectors.search
 
         def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls.append(args[2])
             return search(*args, **kwargs)
 
-        memory.store.vector_search = counted  # type: ignore[method-assign]
+        memory.store.vectors.search = counted  # type: ignore[method-assign]
         memory.recall("when did the heron visit the garden?")
         assert len(calls) == 1

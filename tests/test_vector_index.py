@@ -115,7 +115,7 @@ def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max
     vectors = unit(120)
     store = SQLiteStore(path, dim=DIM)
     ids = fill(store, "p", vectors)
-    assert store.vector_search("p", vectors[3], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
+    assert store.vectors.search("p", vectors[3], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
     assert store.health()["vector_indexes"]["p"]["kind"] == "graph"
     store.close()
     saved = manifest(path)
@@ -126,16 +126,16 @@ def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max
     more = unit(5, seed=9)
     fill(writer, "p", more, start=500)
     writer.delete("p", ids[:2])
-    writer._vectors.states.clear()  # this process never loaded the index: nothing saved
+    writer.vectors._own.states.clear()  # this process never loaded the index: nothing saved
     writer.close()
     assert manifest(path)["max_key"] == 120
 
     reader = SQLiteStore(path, dim=DIM)
-    top = reader.vector_search("p", more[0], 1, None)
+    top = reader.vectors.search("p", more[0], 1, None)
     assert top[0][1] == pytest.approx(1.0, abs=HALF)
-    keys = [k for k, _ in reader.vector_search("p", vectors[0], 5, None)]
+    keys = [k for k, _ in reader.vectors.search("p", vectors[0], 5, None)]
     assert 1 not in keys and 2 not in keys
-    _, count = reader.mean_vector("p")
+    _, count = reader.vectors.mean("p")
     assert count == 123
     reader.close()
 
@@ -144,7 +144,7 @@ def test_index_of_another_database_is_ignored(tmp_path: Path, small_exact_max: N
     first, second = tmp_path / "a.db", tmp_path / "b.db"
     store = SQLiteStore(first, dim=DIM)
     fill(store, "p", unit(80))
-    store.vector_search("p", unit(1)[0], 1, None)
+    store.vectors.search("p", unit(1)[0], 1, None)
     store.close()
     other = SQLiteStore(second, dim=DIM)
     vectors = unit(60, seed=4)
@@ -154,9 +154,9 @@ def test_index_of_another_database_is_ignored(tmp_path: Path, small_exact_max: N
     os.rename(f"{first}.index", f"{second}.index.tmp")
     os.system(f"rm -rf {second}.index && mv {second}.index.tmp {second}.index")
     reopened = SQLiteStore(second, dim=DIM)
-    top = reopened.vector_search("p", vectors[5], 1, None)
+    top = reopened.vectors.search("p", vectors[5], 1, None)
     assert top[0][1] == pytest.approx(1.0, abs=HALF)
-    assert reopened.mean_vector("p")[1] == 60
+    assert reopened.vectors.mean("p")[1] == 60
     reopened.close()
 
 
@@ -165,12 +165,12 @@ def test_corrupt_index_file_is_rebuilt(tmp_path: Path, small_exact_max: None) ->
     store = SQLiteStore(path, dim=DIM)
     vectors = unit(90)
     fill(store, "p", vectors)
-    store.vector_search("p", vectors[0], 1, None)
+    store.vectors.search("p", vectors[0], 1, None)
     store.close()
     data = Path(f"{path}.index", str(manifest(path)["file"]))
     data.write_bytes(b"not an index")
     reopened = SQLiteStore(path, dim=DIM)
-    assert reopened.vector_search("p", vectors[8], 1, None)[0][0] == 9
+    assert reopened.vectors.search("p", vectors[8], 1, None)[0][0] == 9
     reopened.close()
 
 
@@ -187,10 +187,10 @@ from slm.store.sqlite import SQLiteStore
 import tests.test_vector_index as t
 store = SQLiteStore({str(path)!r}, dim={DIM})
 t.fill(store, "p", t.unit(100))
-store.vector_search("p", t.unit(1)[0], 1, None)
-store._vectors.save_all()
+store.vectors.search("p", t.unit(1)[0], 1, None)
+store.vectors._own.save_all()
 t.fill(store, "p", t.unit(30, seed=3), start=1000)
-store.vector_search("p", t.unit(1)[0], 1, None)
+store.vectors.search("p", t.unit(1)[0], 1, None)
 os.kill(os.getpid(), signal.SIGKILL)
 """
     root = Path(__file__).resolve().parents[1]
@@ -199,8 +199,8 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert manifest(path)["max_key"] == 100
     store = SQLiteStore(path, dim=DIM)
     late = unit(30, seed=3)
-    assert store.vector_search("p", late[4], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
-    assert store.mean_vector("p")[1] == 130
+    assert store.vectors.search("p", late[4], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
+    assert store.vectors.mean("p")[1] == 130
     store.close()
 
 
@@ -223,9 +223,9 @@ def test_profiles_sharing_a_prefix_keep_their_own_files(
     store = SQLiteStore(path, dim=DIM)
     for profile, seed in (("a", 1), ("a.b", 2)):
         fill(store, profile, unit(70, seed=seed), start=1000 * seed)
-        store.vector_search(profile, unit(1)[0], 1, None)
-        store._vectors.save(profile, store._vectors.states[profile])
-    store.rebuild_vectors("a")
+        store.vectors.search(profile, unit(1)[0], 1, None)
+        store.vectors._own.save(profile, store.vectors._own.states[profile])
+    store.vectors.rebuild("a")
     store.close()
     for profile in ("a", "a.b"):
         saved = manifest(path, profile)
@@ -242,13 +242,13 @@ def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_ma
     store = SQLiteStore(path, dim=DIM)
     old = unit(60)
     fill(store, "p", old)
-    store.vector_search("p", old[0], 1, None)
+    store.vectors.search("p", old[0], 1, None)
     store.backup(tmp_path / "backup.db")
     store.close()
     shutil.copy(path, tmp_path / "plain.db")  # closed store: the file is whole
     store = SQLiteStore(path, dim=DIM)
     fill(store, "p", unit(40, seed=5), start=100)
-    store.vector_search("p", old[0], 1, None)
+    store.vectors.search("p", old[0], 1, None)
     store.close()
     assert manifest(path)["max_key"] == 100
 
@@ -257,10 +257,10 @@ def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_ma
         for suffix in ("-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         restored = SQLiteStore(path, dim=DIM)
-        assert restored.mean_vector("p")[1] == 60
+        assert restored.vectors.mean("p")[1] == 60
         fresh = unit(3, seed=8)
         fill(restored, "p", fresh, start=900)  # reuses keys 61..63 of the newer database
-        top = restored.vector_search("p", fresh[1], 1, None)
+        top = restored.vectors.search("p", fresh[1], 1, None)
         assert top[0][1] == pytest.approx(1.0, abs=HALF)
         restored.close()
 
@@ -272,11 +272,11 @@ def test_closing_saves_the_graph_up_to_the_last_write(
     path = tmp_path / "s.db"
     store = SQLiteStore(path, dim=DIM)
     fill(store, "p", unit(120))
-    store.vector_search("p", unit(1, seed=3)[0], 1, None)  # loads and catches up: 120
+    store.vectors.search("p", unit(1, seed=3)[0], 1, None)  # loads and catches up: 120
     fill(store, "p", unit(4, seed=8), start=500)  # written after the last search
     store.close()
     assert manifest(path)["max_key"] == 124
     reader = SQLiteStore(path, dim=DIM)
-    reader.vector_search("p", unit(1, seed=3)[0], 1, None)
+    reader.vectors.search("p", unit(1, seed=3)[0], 1, None)
     assert reader.health()["vector_indexes"]["p"]["unsaved_changes"] == 0
     reader.close()

@@ -370,7 +370,7 @@ class Memory:
         """Rebuild every derived index of the profile (lexical, entities, dates, graph) from
         the stored memories and their stored embeddings; returns how many were reindexed
         (``progress`` is told each batch's size as it is done)."""
-        self.store.rebuild_vectors(self.profile)
+        self.store.vectors.rebuild(self.profile)
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
             items = stage.rederive(self.store, self.profile, self.embedder, records)

@@ -117,8 +117,8 @@ class Context:
                 return found[:n]
         query = self.query
         allowed = set(query.allowed) if query.allowed is not None else None
-        own = self.store.vector_search(query.profile, query.vector, n, allowed)
-        further = self.store.passage_search(query.profile, query.vector, n, allowed)
+        own = self.store.vectors.search(query.profile, query.vector, n, allowed)
+        further = self.store.vectors.passage_search(query.profile, query.vector, n, allowed)
         scores = self.similarity([key for key, _ in own] + [key for key, _ in further])
         found = sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:n]
         self._nearest = {n: found}
@@ -130,8 +130,8 @@ class Context:
         missing = [key for key in dict.fromkeys(keys) if key not in self._similarity]
         if missing:
             vector, profile = self.query.vector, self.query.profile
-            own = self.store.vectors(profile, missing) @ vector
-            further = self.store.passages(profile, missing)
+            own = self.store.vectors.get(profile, missing) @ vector
+            further = self.store.vectors.passages(profile, missing)
             for key, cosine in zip(missing, own.tolist(), strict=True):
                 rest = further.get(key)
                 self._similarity[key] = (

@@ -96,7 +96,7 @@ class HopfieldChannel:
         keys = list(dict.fromkeys([key for key, _ in near] + context.prior_keys()))
         if not keys:
             return []
-        patterns = context.store.vectors(context.query.profile, keys)
+        patterns = context.store.vectors.get(context.query.profile, keys)
         logits = energies(patterns, context.query.vector)
         hits = ranked(list(zip(keys, logits.tolist(), strict=True)), k)
         weights = dict(zip(keys, softmax(logits).tolist(), strict=True))

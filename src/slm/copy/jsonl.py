@@ -38,7 +38,7 @@ from slm.errors import InvalidInput, NotFound
 from slm.inputs.conversations import is_conversation, memories
 from slm.models import LOGGED_OPTIONS, content_hash, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
-from slm.store.feedback_rows import MAX_FEEDBACK
+from slm.store.feedback import MAX_FEEDBACK
 
 IMPORT_BATCH = 256
 _FIELDS = (

@@ -75,8 +75,8 @@ class StoredVectors:
     def load(self, records: Sequence[MemoryRecord], vectors: Matrix, source: Memory) -> None:
         """The stored vectors of ``records`` (``vectors``: their own, in order)."""
         keys = [r.key for r in records]
-        further = source.store.passages(source.profile, keys)
-        standing = source.store.passages(source.profile, keys, standing=True)
+        further = source.store.vectors.passages(source.profile, keys)
+        standing = source.store.vectors.passages(source.profile, keys, standing=True)
         self._passages, self._scopes = {}, {}
         for record, vector in zip(records, vectors, strict=True):
             rest = further.get(record.key)
@@ -163,7 +163,7 @@ def copy_profile(
         present = target.store.existing(target.profile, [content_hash(r.content) for r in records])
         missing = [r for r in records if content_hash(r.content) not in present]
         if missing:
-            stored = source.store.vectors(source.profile, [r.key for r in missing])
+            stored = source.store.vectors.get(source.profile, [r.key for r in missing])
             vectors.load(missing, stored, source)
             added = target.remember_many([_as_input(r) for r in missing])
             copied += len(missing)

@@ -59,7 +59,7 @@ def nearest_stored(store: Store, profile: str, vectors: Matrix) -> list[list[tup
     links and for the change reader (:data:`slm.ingest.changes.CANDIDATES`)."""
     if not len(vectors):
         return []
-    return store.vector_search_many(profile, vectors, max(SEMANTIC_LINKS, CANDIDATES))
+    return store.vectors.search_many(profile, vectors, max(SEMANTIC_LINKS, CANDIDATES))
 
 
 def semantic_links(

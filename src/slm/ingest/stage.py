@@ -57,7 +57,7 @@ def rederive(
     store: Store, profile: str, embedder: Embedder, records: Sequence[MemoryRecord]
 ) -> list[tuple[int, NewMemory]]:
     """Stored ``records`` derived again (key, memory), from their stored vectors."""
-    vectors = store.vectors(profile, [r.key for r in records])
+    vectors = store.vectors.get(profile, [r.key for r in records])
     # Only a text longer than the model's window has passages beyond its first one (a
     # word piece is at least one character): no other text is embedded again.
     long = [r for r in records if reads_passages(embedder, r.content)]
@@ -72,7 +72,7 @@ def rederive(
         # half-precision rounding of a graph-indexed profile's vectors).
         neighbours = tuple(
             (key, score)
-            for key, score in store.vector_search(
+            for key, score in store.vectors.search(
                 profile, vector, SEMANTIC_LINKS, None, below=record.key
             )
             if score >= SEMANTIC_LINK_FLOOR

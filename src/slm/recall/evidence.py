@@ -49,7 +49,7 @@ def weigh_evidence(
             applying.add(hit.key)
             similarity[hit.key] = max(similarity[hit.key], hit.score)
     cosines = [similarity[key] for key in keys]
-    mean, count = store.mean_vector(query.profile)
+    mean, count = store.vectors.mean(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(context, keys)
     lexicon = context.lexicon

@@ -232,10 +232,11 @@ class Rows(Protocol):
 
 
 class Vectors(Protocol):
-    """Each memory's vector, its further passages and its standing statements' scopes, and
-    the searches over them."""
+    """A store's vector index: each memory's vector, its further passages and its standing
+    statements' scopes, and the searches over them. It follows the store's rows: what a
+    write stores or removes is searched, or no longer, once the write returns."""
 
-    def vector_search(
+    def search(
         self,
         profile: str,
         query: Vector,
@@ -246,11 +247,9 @@ class Vectors(Protocol):
         """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
         ``allowed`` and below ``below`` when given."""
 
-    def vector_search_many(
-        self, profile: str, queries: Vector, k: int
-    ) -> list[list[tuple[int, float]]]:
-        """:meth:`vector_search` for each row of ``queries`` (no filters), batched where the
-        store can."""
+    def search_many(self, profile: str, queries: Vector, k: int) -> list[list[tuple[int, float]]]:
+        """:meth:`search` for each row of ``queries`` (no filters), batched where the index
+        can."""
 
     def passage_search(
         self, profile: str, query: Vector, k: int, allowed: set[int] | None
@@ -270,16 +269,16 @@ class Vectors(Protocol):
         """The ``k`` standing statements (instructions, preferences) most similar to
         ``query``, as (memory key, kind, statement, cosine), best first, ties by key."""
 
-    def rebuild_vectors(self, profile: str) -> int:
-        """Rebuild the profile's vector indexes from the stored vectors; return the size of
-        the memory vectors' one."""
+    def rebuild(self, profile: str) -> int:
+        """Rebuild the profile's indexes from the stored vectors; return the size of the
+        memory vectors' one."""
 
-    def mean_vector(self, profile: str) -> tuple[Vector, int]:
+    def mean(self, profile: str) -> tuple[Vector, int]:
         """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is
         the query's average cosine similarity to the profile, its background level."""
 
-    def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
-        """Stored unit vectors for ``keys`` (rows in the same order)."""
+    def get(self, profile: str, keys: Sequence[int]) -> Vector:
+        """Stored unit vectors for ``keys`` (rows in the same order; zeros for unknown keys)."""
 
 
 class Lexical(Protocol):
@@ -400,14 +399,18 @@ class Admin(Protocol):
     def close(self) -> None: ...
 
 
-class Store(Rows, Vectors, Lexical, Graph, Admin, Protocol):
+class Store(Rows, Lexical, Graph, Admin, Protocol):
     """Persistence for memories and their derived indexes. Implementations: sqlite, postgres.
 
     The parts are separate protocols so that a component can ask for only what it reads
-    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`)."""
+    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`). The vectors
+    are an index of their own, :attr:`vectors`."""
 
     kind: str
     location: str
+
+    @property
+    def vectors(self) -> Vectors: ...
 
 
 def times_in(

@@ -1,28 +1,36 @@
-"""The store methods written once, in SQL both databases read.
+"""The store, written once over a dialect.
 
-:class:`Relational` is the base of both stores. It holds every method whose SQL is the same
-for SQLite and PostgreSQL once the dialect's few differences are named: the driver's
-parameter mark, the table of store-wide settings, how a stored tag list reads back, and
-the ``+`` SQLite needs before a profile column so that its planner starts from a key's
-index instead of the profile's rows. A store supplies three primitives: :meth:`_select`
-(rows of one statement), :meth:`_change` (work in one write transaction) and its filter
-(:meth:`_where`, since each matches tags its own way). What a database does its own way
-(inserting with derived rows, full text, vectors, the graph queries tuned per database)
-stays in the store's module.
+:class:`Relational` is the base of both stores and holds every method of the
+:class:`~slm.store.base.Store` protocol but the vector index's: the SQL is written here,
+in :mod:`slm.store.derived` (the rows a memory derives) and in the shared modules
+(:mod:`slm.store.sql`, :mod:`slm.store.lifecycle`, :mod:`slm.store.feedback`), and what the
+two databases do differently is their :class:`~slm.store.dialect.Dialect`. A store supplies
+its connection (:meth:`_select`, :meth:`_read`, :meth:`_change`), how a memory's row and
+vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
+:meth:`_delete_vectors`), and its vector index.
 """
 
 from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from slm.models import MemoryRecord, from_micros, to_micros
-from slm.store import feedback_rows as feedback
-from slm.store import fields, lifecycle, sql
-from slm.store.base import FeedbackEvent, Filters, LoggedRecall, Update
+from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.store import derived, feedback, fields, lifecycle, sql
+from slm.store.base import (
+    FeedbackEvent,
+    Filters,
+    LexicalStats,
+    LoggedRecall,
+    Postings,
+    Stored,
+    Update,
+)
+from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
 
 T = TypeVar("T")
@@ -31,16 +39,13 @@ T = TypeVar("T")
 class Relational(ABC):
     """What both stores do alike (see the module docstring)."""
 
-    #: the driver's parameter placeholder
-    mark: ClassVar[str]
-    #: put before a profile column where a key's index must lead the plan
-    by_key: ClassVar[str] = ""
-    #: the table of store-wide settings (``set_meta`` and ``meta``)
-    meta_table: ClassVar[str]
-    #: the most values one ``IN (...)`` list binds
-    chunk: ClassVar[int] = 400
+    dialect: ClassVar[Dialect]
 
     _allowed: fields.AllowedKeys
+
+    @property
+    def mark(self) -> str:
+        return self.dialect.mark
 
     # -- what a store supplies ------------------------------------------------------------
 
@@ -49,36 +54,48 @@ class Relational(ABC):
         """The rows of one statement."""
 
     @abstractmethod
+    def _read(self, work: Callable[[Cursor], T]) -> T:
+        """``work`` with a cursor for reading."""
+
+    @abstractmethod
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
         """``work`` in one write transaction (with ``profile``: holding its write lock where
         the database has one)."""
 
     @abstractmethod
-    def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        """The condition selecting the profile's memories that pass ``filters``."""
+    def _insert_memories(
+        self, cur: Cursor, profile: str, items: Sequence[NewMemory]
+    ) -> list[tuple[str, int]]:
+        """Insert the rows of new memories; their (id, key), in the order of ``items``."""
 
-    @staticmethod
     @abstractmethod
-    def _tags(value: Any) -> tuple[str, ...]:
-        """A stored tag list as it reads back."""
+    def _insert_vectors(
+        self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+    ) -> None:
+        """Store the vectors of memories just inserted (and what the store keeps with them)."""
+
+    @abstractmethod
+    def _delete_vectors(self, cur: Cursor, profile: str, keys: Sequence[int]) -> None:
+        """Remove the vectors of memories being deleted."""
 
     # -- helpers --------------------------------------------------------------------------
-
-    def _slices(self, values: Iterable[Any]) -> Iterator[list[Any]]:
-        """The distinct ``values`` in slices of at most :attr:`chunk`."""
-        distinct = list(dict.fromkeys(values))
-        for start in range(0, len(distinct), self.chunk):
-            yield distinct[start : start + self.chunk]
 
     def _select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
         """The rows of ``head IN (values)`` for one profile, a slice of values at a time:
         ``head`` is a statement whose first parameter is the profile and which ends with
         the column the values are matched against."""
         rows: list[Any] = []
-        for part in self._slices(values):
+        for part in self.dialect.slices(values):
             marks = ", ".join([self.mark] * len(part))
             rows += self._select(f"{head} IN ({marks})", [profile, *part])
         return rows
+
+    def _grouped(self, head: str, profile: str, keys: Iterable[int]) -> dict[int, list[Any]]:
+        """The rows of :meth:`_select_in` grouped by their first column, the rest as tuples."""
+        out: dict[int, list[Any]] = defaultdict(list)
+        for row in self._select_in(head, profile, keys):
+            out[row[0]].append(tuple(row[1:]))
+        return dict(out)
 
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
         key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
@@ -90,7 +107,7 @@ class Relational(ABC):
             source=source,
             confidence=confidence,
             metadata=json.loads(metadata),
-            tags=self._tags(tags),
+            tags=self.dialect.tags(tags),
             key=key,
             **sql.record_times(row),
         )
@@ -98,7 +115,7 @@ class Relational(ABC):
     def _memories(self, profile: str, column: str, values: Iterable[Any]) -> list[MemoryRecord]:
         head = (
             f"SELECT {sql.MEMORY_COLUMNS} FROM memories "
-            f"WHERE {self.by_key}profile = {self.mark} AND {column}"
+            f"WHERE {self.dialect.by_key}profile = {self.mark} AND {column}"
         )
         return [self._record(row) for row in self._select_in(head, profile, values)]
 
@@ -106,13 +123,15 @@ class Relational(ABC):
 
     def set_meta(self, key: str, value: str) -> None:
         statement = (
-            f"INSERT INTO {self.meta_table} (key, value) VALUES ({self.mark}, {self.mark}) "
+            f"INSERT INTO {self.dialect.meta_table} (key, value) VALUES ({self.mark}, {self.mark}) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
         self._change(None, lambda cur: cur.execute(statement, (key, value)))
 
     def meta(self, key: str) -> str | None:
-        rows = self._select(f"SELECT value FROM {self.meta_table} WHERE key = {self.mark}", (key,))
+        rows = self._select(
+            f"SELECT value FROM {self.dialect.meta_table} WHERE key = {self.mark}", (key,)
+        )
         return str(rows[0][0]) if rows else None
 
     # -- memories -------------------------------------------------------------------------
@@ -135,7 +154,7 @@ class Relational(ABC):
         return {r.key: r for r in self._memories(profile, "key", keys)}
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
-        where, params = self._where(profile, filters)
+        where, params = self.dialect.where(profile, filters)
         rows = self._select(sql.page_sql(where, self.mark), [*params, limit, offset])
         return [self._record(r) for r in rows]
 
@@ -144,7 +163,7 @@ class Relational(ABC):
         return [self._record(r) for r in rows]
 
     def count(self, profile: str, filters: Filters | None = None) -> int:
-        where, params = self._where(profile, filters or Filters())
+        where, params = self.dialect.where(profile, filters or Filters())
         return int(self._select(sql.count_sql(where), params)[0][0])
 
     def index_counts(self, profile: str) -> dict[str, int]:
@@ -159,8 +178,167 @@ class Relational(ABC):
         return counts
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
-        where = self._where(profile, filters)
+        where = self.dialect.where(profile, filters)
         return sql.allowed_keys(self._select, self._allowed, profile, filters, self.mark, *where)
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def insert(
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+    ) -> list[Stored]:
+        def work(cur: Cursor) -> list[Stored]:
+            head = f"SELECT content_hash, id, key FROM memories WHERE profile = {self.mark} "
+            hashes = [item.content_hash for item in items]
+            known: dict[str, tuple[str, int]] = {
+                h: (i, k)
+                for h, i, k in self.dialect.rows_in(
+                    cur, head + "AND content_hash", [profile], hashes
+                )
+            }
+            new = list({i.content_hash: i for i in items if i.content_hash not in known}.values())
+            stored = self._insert_memories(cur, profile, new)
+            fresh = [(key, item) for (_, key), item in zip(stored, new, strict=True)]
+            for (id_, _), item in zip(stored, new, strict=True):
+                at = lifecycle.start(item)
+                lifecycle.supersede(cur, self.mark, profile, id_, item.supersedes, at)
+            created = {item.content_hash: pair for pair, item in zip(stored, new, strict=True)}
+            results = []
+            for item in items:
+                pair = created.pop(item.content_hash, None)
+                if pair is not None:
+                    known[item.content_hash] = pair
+                results.append(Stored(*known[item.content_hash], created=pair is not None))
+            self._insert_vectors(cur, profile, fresh)
+            derived.insert(cur, self.dialect, profile, fresh)
+            fields.insert(cur, self.mark, profile, fresh)
+            lifecycle.insert_facts(cur, self.mark, profile, fresh, supersede_updates)
+            return results
+
+        return self._change(profile, work)
+
+    def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
+        m = self.mark
+
+        def work(cur: Cursor) -> list[str]:
+            head = (
+                "SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d "
+                f"ON d.key = m.key WHERE {self.dialect.by_key}m.profile = {m} AND m.id"
+            )
+            rows = sorted(self.dialect.rows_in(cur, head, [profile], ids))
+            for key, _, terms in rows:
+                words = terms.split() if terms is not None else None
+                derived.delete(cur, self.dialect, profile, key, words)
+                lifecycle.delete_facts(cur, m, profile, key)
+                fields.delete(cur, m, key)
+            keys = [key for key, _, _ in rows]
+            derived.delete_passages(cur, self.dialect, keys)
+            self._delete_vectors(cur, profile, keys)
+            for part in self.dialect.slices(keys):
+                marks = ", ".join([m] * len(part))
+                cur.execute(f"DELETE FROM memories WHERE key IN ({marks})", part)
+            for _, id_, _ in rows:
+                lifecycle.reinstate(cur, m, profile, id_)
+            removed = {id_ for _, id_, _ in rows}
+            return [i for i in dict.fromkeys(ids) if i in removed]
+
+        return self._change(profile, work)
+
+    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
+        """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)
+        in one transaction. Vectors and tags are kept: they never need recomputing."""
+        m = self.mark
+
+        def work(cur: Cursor) -> None:
+            keys = [key for key, _ in items]
+            head = (
+                f"SELECT key, terms FROM lex_docs WHERE {self.dialect.by_key}profile = {m} AND key"
+            )
+            terms: dict[int, str] = dict(self.dialect.rows_in(cur, head, [profile], keys))
+            for key in keys:
+                words = terms[key].split() if key in terms else None
+                derived.delete(cur, self.dialect, profile, key, words, relink=False)
+                lifecycle.delete_facts(cur, m, profile, key, relinked=False)
+            derived.delete_passages(cur, self.dialect, keys)
+            derived.insert(cur, self.dialect, profile, items, rederive=True)
+            lifecycle.insert_facts(cur, m, profile, list(items))
+
+        self._change(profile, work)
+
+    # -- the lexical index ----------------------------------------------------------------
+
+    def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        return self._read(lambda cur: self.dialect.postings(cur, profile, terms, limit))
+
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+        head = (
+            f"SELECT key, terms FROM lex_docs WHERE {self.dialect.by_key}profile = {self.mark} "
+            "AND key"
+        )
+        return {key: terms.split() for key, terms in self._select_in(head, profile, keys)}
+
+    def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
+        m = self.mark
+        rows = self._select(
+            f"SELECT n_docs, total_len FROM lex_stats WHERE profile = {m}", (profile,)
+        )
+        n_docs, total = rows[0] if rows else (0, 0)
+        head = f"SELECT term, df FROM lex_terms WHERE profile = {m} AND term"
+        df = dict(self._select_in(head, profile, terms))
+        return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
+
+    # -- the graph and time ---------------------------------------------------------------
+
+    def find_entities(
+        self, profile: str, names: Sequence[str]
+    ) -> dict[str, list[tuple[int, str, int]]]:
+        return self._read(lambda cur: self.dialect.find_entities(cur, profile, names))
+
+    def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
+        return self._read(lambda cur: self.dialect.speakers(cur, profile, entities))
+
+    def entity_members(
+        self, profile: str, entities: Sequence[int], limit: int
+    ) -> dict[int, list[int]]:
+        return self._read(lambda cur: self.dialect.entity_members(cur, profile, entities, limit))
+
+    def time_overlaps(
+        self, profile: str, start: int, end: int, limit: int
+    ) -> dict[int, tuple[int, int]] | None:
+        return self._read(lambda cur: self.dialect.time_overlaps(cur, profile, start, end, limit))
+
+    def memory_entities(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, int, int]]]:
+        head = (
+            "SELECT m.key, e.id, e.name, e.mentions, m.speaker FROM mentions m JOIN entities e "
+            f"ON e.id = m.entity WHERE {self.dialect.by_key}e.profile = {self.mark} AND m.key"
+        )
+        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
+
+    def edges_from(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, str, float]]]:
+        head = (
+            "SELECT src, dst, kind, weight FROM edges "
+            f"WHERE {self.dialect.by_key}profile = {self.mark} AND src"
+        )
+        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
+
+    def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
+        head = (
+            "SELECT key, event_time FROM memories "
+            f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
+        )
+        return dict(self._select_in(head, profile, keys))
+
+    def referenced_times(
+        self, profile: str, keys: Sequence[int]
+    ) -> dict[int, list[tuple[int, int]]]:
+        head = (
+            "SELECT key, start_us, end_us FROM memory_times "
+            f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
+        )
+        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
 
     # -- validity and versions ------------------------------------------------------------
 
@@ -187,9 +365,9 @@ class Relational(ABC):
 
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
         found: list[Update] = []
-        for part in self._slices(keys):
+        for part in self.dialect.slices(keys):
             rows = self._select(
-                lifecycle.updates_sql(self.mark, len(part), by_key=self.by_key),
+                lifecycle.updates_sql(self.mark, len(part), by_key=self.dialect.by_key),
                 [*part, profile, *part, profile, *part, profile],
             )
             found.extend(lifecycle.read_updates(rows))

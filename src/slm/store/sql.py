@@ -4,11 +4,12 @@ driver (``?`` for sqlite3, ``%s`` for psycopg); each store says how it matches t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from slm.models import from_micros, to_micros
+from slm.models import NewMemory, from_micros, to_micros
 from slm.store import fields
 from slm.store.base import Filters
 
@@ -17,6 +18,34 @@ MEMORY_COLUMNS = (
     "key, id, content, event_time, recorded_at, source, confidence, metadata, tags, "
     "valid_from, valid_to, superseded_by"
 )
+
+#: The columns :func:`memory_row` fills, in its order.
+INSERT_COLUMNS = (
+    "id, profile, content, content_hash, event_time, recorded_at, source, confidence, "
+    "metadata, tags, session, valid_from, valid_to, superseded_by"
+)
+
+
+def memory_row(profile: str, id_: str, m: NewMemory, tags: Any) -> tuple[Any, ...]:
+    """The values of a new memory's row (:data:`INSERT_COLUMNS`), its tags as the store
+    keeps them."""
+    return (
+        id_,
+        profile,
+        m.content,
+        m.content_hash,
+        to_micros(m.event_time),
+        to_micros(m.recorded_at),
+        m.source,
+        m.confidence,
+        json.dumps(dict(m.metadata), ensure_ascii=False, sort_keys=True),
+        tags,
+        m.session,
+        to_micros(m.valid_from) if m.valid_from is not None else None,
+        to_micros(m.valid_to) if m.valid_to is not None else None,
+        m.superseded_by,
+    )
+
 
 #: Each profile holding memories: its name, how many, and the last time one was recorded.
 PROFILE_SUMMARIES = (

@@ -14,44 +14,26 @@ are waited for with jittered retries (:mod:`slm.store.sqlite_conn`).
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
 from slm.errors import StoreError
 from slm.models import NewMemory
-from slm.store import fields, lifecycle, sql
-from slm.store import sqlite_graph as graph
-from slm.store import sqlite_passages as passage_rows
-from slm.store import sqlite_rows as memory_rows
-from slm.store.base import (
-    PASSAGE_SPAN,
-    Filters,
-    LexicalStats,
-    Postings,
-    Stored,
-    Vector,
-    best_per_memory,
-)
+from slm.store import fields
+from slm.store.base import Postings
 from slm.store.files import private_directory, private_file
 from slm.store.lifecycle import Cursor
 from slm.store.relational import Relational
-from slm.store.sqlite_conn import CHUNK, Connection, chunks, marks
+from slm.store.sql import INSERT_COLUMNS, memory_row
+from slm.store.sqlite_conn import Connection
+from slm.store.sqlite_dialect import SQLiteDialect
 from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
-from slm.store.sqlite_vectors import PASSAGES, STANDING, VectorCache, new_store_id
+from slm.store.sqlite_vectors import SQLiteVectors, new_store_id
 
 T = TypeVar("T")
-
-
-def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]]]:
-    return [
-        ("key IN (SELECT key FROM memory_tags WHERE profile = ? AND tag = ?)", [profile, tag])
-        for tag in tags
-    ]
 
 
 class SQLiteStore(Relational):
@@ -59,10 +41,7 @@ class SQLiteStore(Relational):
     :class:`~slm.store.relational.Relational`)."""
 
     kind = "sqlite"
-    mark = "?"
-    by_key = "+"
-    meta_table = "meta"
-    chunk = CHUNK
+    dialect = SQLiteDialect()
 
     def __init__(self, path: str | Path, *, dim: int) -> None:
         self.path = Path(path)
@@ -80,12 +59,7 @@ class SQLiteStore(Relational):
         except BaseException:
             self._conn.close()
             raise
-        self._lock = self._conn.lock
-        folder = Path(f"{self.path}.index")
-        self._vectors = VectorCache(self._conn, folder, dim, store_id)
-        self._passages = VectorCache(self._conn, folder, dim, store_id, PASSAGES)
-        self._standing = VectorCache(self._conn, folder, dim, store_id, STANDING)
-        self._caches = (self._vectors, self._passages, self._standing)
+        self.vectors = SQLiteVectors(self._conn, Path(f"{self.path}.index"), dim, store_id)
         self._allowed = fields.AllowedKeys()
 
     @property
@@ -113,363 +87,105 @@ class SQLiteStore(Relational):
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
-        with self._lock:
-            for cache in self._caches:
-                cache.mark_dirty()
+        self.vectors.written()
         return result
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._conn.rows(sql, params)
 
     def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.rows(sql, params)
 
+    def _read(self, work: Callable[[Cursor], T]) -> T:
+        return self._conn.read(work)
+
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
         return self._write(work)
 
-    @staticmethod
-    def _tags(value: Any) -> tuple[str, ...]:
-        return tuple(json.loads(value))
-
     # -- writes -----------------------------------------------------------------------
 
-    def insert(
-        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
-    ) -> list[Stored]:
-        def work(db: sqlite3.Connection) -> list[Stored]:
-            results: list[Stored] = []
-            known: dict[str, tuple[str, int]] = {}
-            for chunk in chunks(list(dict.fromkeys(i.content_hash for i in items))):
-                rows = db.execute(
-                    f"SELECT content_hash, id, key FROM memories WHERE profile = ? "
-                    f"AND content_hash IN ({marks(len(chunk))})",
-                    [profile, *chunk],
-                ).fetchall()
-                known.update({h: (i, k) for h, i, k in rows})
-            pending: dict[str, NewMemory] = {}
-            for item in items:
-                if item.content_hash not in known:
-                    pending.setdefault(item.content_hash, item)
-            new = list(pending.values())
-            ids = memory_rows.new_ids(db, new)
-            keys = memory_rows.insert_rows(db, profile, ids, new)
-            fresh = list(zip(keys, new, strict=True))
-            for key, item, id_ in zip(keys, new, ids, strict=True):
-                known[item.content_hash] = (id_, key)
-            for item, id_ in zip(new, ids, strict=True):
-                lifecycle.supersede(db, "?", profile, id_, item.supersedes, lifecycle.start(item))
-            created = {item.content_hash for item in new}
-            for item in items:
-                id_, key = known[item.content_hash]
-                results.append(Stored(id_, key, created=item.content_hash in created))
-                created.discard(item.content_hash)
-            self._insert_derived(db, profile, fresh)
-            fields.insert(db, "?", profile, fresh)
-            lifecycle.insert_facts(db, "?", profile, fresh, supersede_updates)
-            return results
-
-        return self._write(work)
-
-    def _insert_derived(
-        self,
-        db: sqlite3.Connection,
-        profile: str,
-        fresh: Sequence[tuple[int, NewMemory]],
-        rederive: bool = False,
-    ) -> None:
-        if not fresh:
-            return
-        passage_rows.insert_passages(db, profile, fresh)
-        if not rederive:
-            db.executemany(
-                "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
-                [(key, profile, m.vector) for key, m in fresh],
+    def _insert_memories(
+        self, cur: Cursor, profile: str, items: Sequence[NewMemory]
+    ) -> list[tuple[str, int]]:
+        """One statement for all the rows. AUTOINCREMENT hands out consecutive keys inside
+        one write transaction; that is checked on the last row, and the keys read back
+        when it does not hold."""
+        if not items:
+            return []
+        ids = self._free_ids(cur, items)
+        (last,) = cur.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0),"
+            " coalesce((SELECT max(key) FROM memories), 0))"
+        ).fetchone()
+        cur.executemany(
+            f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({','.join('?' * 14)})",
+            [
+                memory_row(profile, id_, m, json.dumps(list(m.tags), ensure_ascii=False))
+                for id_, m in zip(ids, items, strict=True)
+            ],
+        )
+        keys = list(range(last + 1, last + 1 + len(items)))
+        row = cur.execute("SELECT key FROM memories WHERE id = ?", (ids[-1],)).fetchone()
+        if row is None or row[0] != keys[-1]:
+            found = dict(
+                self.dialect.rows_in(cur, "SELECT id, key FROM memories WHERE id", [], ids)
             )
-            db.executemany(
-                "INSERT OR IGNORE INTO memory_tags (profile, tag, key) VALUES (?,?,?)",
-                [(profile, tag, key) for key, m in fresh for tag in m.tags],
-            )
-        db.executemany(
-            "INSERT INTO lex_docs (key, profile, terms) VALUES (?,?,?)",
-            [(key, profile, " ".join(m.terms)) for key, m in fresh],
-        )
-        postings: list[tuple[str, str, int, int, int]] = []
-        df, total = Counter[str](), 0
-        for key, m in fresh:
-            counts = Counter(m.terms)
-            total += len(m.terms)
-            df.update(counts.keys())
-            postings.extend((profile, t, key, tf, len(m.terms)) for t, tf in counts.items())
-        db.executemany(
-            "INSERT INTO lex_postings (profile, term, key, tf, dl) VALUES (?,?,?,?,?)", postings
-        )
-        db.executemany(
-            "INSERT INTO lex_terms (profile, term, df) VALUES (?,?,?) "
-            "ON CONFLICT (profile, term) DO UPDATE SET df = df + excluded.df",
-            [(profile, t, n) for t, n in df.items()],
-        )
-        db.execute(
-            "INSERT INTO lex_stats (profile, n_docs, total_len) VALUES (?,?,?) "
-            "ON CONFLICT (profile) DO UPDATE SET n_docs = n_docs + excluded.n_docs, "
-            "total_len = total_len + excluded.total_len",
-            (profile, len(fresh), total),
-        )
-        graph.insert_graph(db, profile, fresh)
+            keys = [found[id_] for id_ in ids]
+        return list(zip(ids, keys, strict=True))
 
-    def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
-        def work(db: sqlite3.Connection) -> list[str]:
-            removed: list[str] = []
-            for chunk in chunks(list(ids)):
-                rows = db.execute(
-                    f"SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d USING (key) "
-                    f"WHERE +m.profile = ? AND m.id IN ({marks(len(chunk))})",
-                    [profile, *chunk],
-                ).fetchall()
-                for key, id_, terms in rows:
-                    self._delete_one(db, profile, key, terms.split() if terms is not None else None)
-                    removed.append(id_)
-            return removed
+    def _free_ids(self, cur: Cursor, items: Sequence[NewMemory]) -> list[str]:
+        """An id per item: the one it asks for when free, else a fresh random one."""
+        ids = [item.id or secrets.token_hex(8) for item in items]
+        while True:
+            rows = self.dialect.rows_in(cur, "SELECT id FROM memories WHERE id", [], ids)
+            taken = {row[0] for row in rows}
+            seen: set[str] = set()
+            clash = False
+            for i, id_ in enumerate(ids):
+                if id_ in taken or id_ in seen:
+                    ids[i] = secrets.token_hex(8)
+                    clash = True
+                seen.add(ids[i])
+            if not clash:
+                return ids
 
-        return self._write(work)
-
-    def _delete_one(
-        self, db: sqlite3.Connection, profile: str, key: int, terms: list[str] | None
+    def _insert_vectors(
+        self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
     ) -> None:
-        self._delete_derived(db, profile, key, terms)
-        passage_rows.delete_passages(db, key)
-        db.execute("DELETE FROM embeddings WHERE key = ?", (key,))
-        db.execute("DELETE FROM memory_tags WHERE profile = ? AND key = ?", (profile, key))
-        lifecycle.delete_facts(db, "?", profile, key)
-        fields.delete(db, "?", key)
-        id_ = db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
-        db.execute("DELETE FROM memories WHERE key = ?", (key,))
-        lifecycle.reinstate(db, "?", profile, id_)
-        db.execute("INSERT INTO forgotten (profile, key) VALUES (?, ?)", (profile, key))
+        cur.executemany(
+            "INSERT INTO embeddings (key, profile, vector) VALUES (?,?,?)",
+            [(key, profile, m.vector) for key, m in fresh],
+        )
+        cur.executemany(
+            "INSERT OR IGNORE INTO memory_tags (profile, tag, key) VALUES (?,?,?)",
+            [(profile, tag, key) for key, m in fresh for tag in m.tags],
+        )
 
-    def _delete_derived(
-        self,
-        db: sqlite3.Connection,
-        profile: str,
-        key: int,
-        terms: list[str] | None,
-        relink: bool = True,
-    ) -> None:
-        """Lexical and graph rows of one memory (not its vector, tags or row); ``terms`` None
-        means it has no lexical rows."""
-        graph.delete_graph(db, profile, key, relink)
-        if terms is None:
-            return
-        distinct = list(dict.fromkeys(terms))
-        counts = Counter(terms)
-        db.executemany(
-            "DELETE FROM lex_postings WHERE profile = ? AND term = ? AND tf = ? AND dl = ? "
-            "AND key = ?",
-            [(profile, t, counts[t], len(terms), key) for t in distinct],
+    def _delete_vectors(self, cur: Cursor, profile: str, keys: Sequence[int]) -> None:
+        """Also the memories' tags, and a line each in the ``forgotten`` log that tells the
+        vector caches of other processes to drop them."""
+        cur.executemany("DELETE FROM embeddings WHERE key = ?", [(key,) for key in keys])
+        cur.executemany(
+            "DELETE FROM memory_tags WHERE profile = ? AND key = ?", [(profile, k) for k in keys]
         )
-        db.executemany(
-            "UPDATE lex_terms SET df = df - 1 WHERE profile = ? AND term = ?",
-            [(profile, t) for t in distinct],
+        cur.executemany(
+            "INSERT INTO forgotten (profile, key) VALUES (?, ?)", [(profile, k) for k in keys]
         )
-        db.executemany(
-            "DELETE FROM lex_terms WHERE profile = ? AND term = ? AND df <= 0",
-            [(profile, t) for t in distinct],
-        )
-        db.execute(
-            "UPDATE lex_stats SET n_docs = n_docs - 1, total_len = total_len - ? WHERE profile = ?",
-            (len(terms), profile),
-        )
-        db.execute("DELETE FROM lex_docs WHERE key = ?", (key,))
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)
-        in one transaction. Embeddings and tags are kept: they never need recomputing. The
-        passage indexes are dropped, to be built again from the rows when next searched.
-        """
-
-        def work(db: sqlite3.Connection) -> None:
-            for key, _ in items:
-                row = db.execute("SELECT terms FROM lex_docs WHERE key = ?", (key,)).fetchone()
-                self._delete_derived(db, profile, key, row[0].split() if row else None, False)
-                passage_rows.delete_passages(db, key)
-                lifecycle.delete_facts(db, "?", profile, key, relinked=False)
-            self._insert_derived(db, profile, list(items), rederive=True)
-            lifecycle.insert_facts(db, "?", profile, list(items))
-
-        self._write(work)
-        with self._lock:
-            self._passages.drop(profile)
-            self._standing.drop(profile)
+        """See :meth:`Relational.rederive`; the passage indexes are dropped, to be built
+        again from the rows when next searched."""
+        super().rederive(profile, items)
+        self.vectors.rederived(profile)
 
     # -- reads ------------------------------------------------------------------------
 
-    def _where(self, profile: str, filters: Filters) -> tuple[str, list[Any]]:
-        # With a tag, the tag index leads; "+profile" keeps SQLite from scanning the profile.
-        column = "+profile" if filters.tags or filters.metadata else "profile"
-        return sql.memory_filter(profile, filters, "?", _tag_clauses, column)
-
     def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
-        def read(db: sqlite3.Connection) -> dict[str, Postings]:
-            out: dict[str, Postings] = {}
-            for term in dict.fromkeys(terms):
-                rows = db.execute(
-                    "SELECT key, tf, dl FROM lex_postings WHERE profile = ? AND term = ? "
-                    "ORDER BY tf DESC, dl, key LIMIT ?",
-                    (profile, term, limit),
-                ).fetchall()
-                if rows:
-                    out[term] = Postings.of(rows)
-            return out
-
-        return self._conn.snapshot(read)
-
-    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
-        out: dict[int, list[str]] = {}
-        for chunk in chunks(list(keys)):
-            rows = self._read(
-                f"SELECT key, terms FROM lex_docs WHERE +profile = ? "
-                f"AND key IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            out.update((key, terms.split()) for key, terms in rows)
-        return out
-
-    def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
-        rows = self._read("SELECT n_docs, total_len FROM lex_stats WHERE profile = ?", (profile,))
-        n_docs, total = rows[0] if rows else (0, 0)
-        df: dict[str, int] = {}
-        for chunk in chunks(list(dict.fromkeys(terms))):
-            df.update(
-                self._read(
-                    f"SELECT term, df FROM lex_terms WHERE profile = ? "
-                    f"AND term IN ({marks(len(chunk))})",
-                    [profile, *chunk],
-                )
-            )
-        return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
-
-    # -- graph and time ---------------------------------------------------------------
-
-    def find_entities(
-        self, profile: str, names: Sequence[str]
-    ) -> dict[str, list[tuple[int, str, int]]]:
-        return self._conn.read(lambda db: graph.find_entities(db, profile, names))
-
-    def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
-        return self._conn.read(lambda db: graph.speakers(db, profile, entities))
-
-    def entity_members(
-        self, profile: str, entities: Sequence[int], limit: int
-    ) -> dict[int, list[int]]:
-        return self._conn.read(lambda db: graph.entity_members(db, profile, entities, limit))
-
-    def memory_entities(
-        self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, int, int]]]:
-        return self._conn.read(lambda db: graph.memory_entities(db, profile, keys))
-
-    def edges_from(
-        self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, float]]]:
-        return self._conn.read(lambda db: graph.edges_from(db, profile, keys))
-
-    def time_overlaps(
-        self, profile: str, start: int, end: int, limit: int
-    ) -> dict[int, tuple[int, int]] | None:
-        return self._conn.read(lambda db: graph.time_overlaps(db, profile, start, end, limit))
-
-    def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for chunk in chunks(list(keys)):
-            rows = self._read(
-                f"SELECT key, event_time FROM memories WHERE +profile = ? "
-                f"AND key IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            out.update(rows)
-        return out
-
-    def referenced_times(
-        self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, int]]]:
-        return self._conn.read(lambda db: graph.referenced_times(db, profile, keys))
-
-    # -- vectors ----------------------------------------------------------------------
-
-    def vector_search(
-        self,
-        profile: str,
-        query: Vector,
-        k: int,
-        allowed: set[int] | None,
-        below: int | None = None,
-    ) -> list[tuple[int, float]]:
-        with self._lock:
-            return self._vectors.index(profile).search(query, k, allowed, below)
-
-    def vector_search_many(
-        self, profile: str, queries: Vector, k: int
-    ) -> list[list[tuple[int, float]]]:
-        with self._lock:
-            return self._vectors.index(profile).search_many(queries, k)
-
-    def mean_vector(self, profile: str) -> tuple[Vector, int]:
-        with self._lock:
-            index = self._vectors.index(profile)
-            return index.mean(), len(index)
-
-    def vectors(self, profile: str, keys: Sequence[int]) -> Vector:
-        with self._lock:
-            loaded = self._vectors.loaded(profile)
-            cached = loaded.get(list(keys)) if loaded is not None else None
-        if cached is not None:
-            return cached
-        by_key: dict[int, bytes] = {}
-        for chunk in chunks(list(keys)):
-            rows = self._read(
-                f"SELECT key, vector FROM embeddings WHERE +profile = ? "
-                f"AND key IN ({marks(len(chunk))})",
-                [profile, *chunk],
-            )
-            by_key.update(rows)
-        out = np.zeros((len(keys), self.dim), dtype=np.float32)
-        for row, key in enumerate(keys):
-            if key in by_key:
-                out[row] = np.frombuffer(by_key[key], dtype="<f4")
-        return out
-
-    def passage_search(
-        self, profile: str, query: Vector, k: int, allowed: set[int] | None
-    ) -> list[tuple[int, float]]:
-        with self._lock:
-            hits = self._passages.index(profile).search(query, k)
-        return best_per_memory(hits, allowed)
-
-    def passages(
-        self, profile: str, keys: Sequence[int], standing: bool = False
-    ) -> dict[int, Vector]:
-        with self._lock:
-            return (self._standing if standing else self._passages).owned(profile, keys)
-
-    def standing_search(
-        self, profile: str, query: Vector, k: int
-    ) -> list[tuple[int, str, str, float]]:
-        with self._lock:
-            hits = self._standing.index(profile).search(query, k)
-        found = self._conn.read(lambda db: passage_rows.statements(db, [key for key, _ in hits]))
-        return [(key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found]
-
-    def rebuild_vectors(self, profile: str) -> int:
-        """Rebuild the profile's vector indexes from the rows (``slm reindex``)."""
-        with self._lock:
-            self._passages.rebuild(profile)
-            self._standing.rebuild(profile)
-            return self._vectors.rebuild(profile)
+        """Read in one transaction, so that every term sees the same index."""
+        return self._conn.snapshot(lambda db: self.dialect.postings(db, profile, terms, limit))
 
     # -- lifecycle --------------------------------------------------------------------
 
     def health(self) -> dict[str, Any]:
         try:
-            mode = self._read("PRAGMA journal_mode")[0][0]
+            mode = self._select("PRAGMA journal_mode")[0][0]
             return {
                 "kind": self.kind,
                 "location": self.location,
@@ -477,7 +193,7 @@ class SQLiteStore(Relational):
                 "journal_mode": mode,
                 "synchronous": "full",
                 "busy_retries": self.busy_retries,
-                "vector_indexes": self._vector_info(),
+                "vector_indexes": self.vectors.info(),
                 "reason": None,
             }
         except StoreError as exc:
@@ -488,14 +204,6 @@ class SQLiteStore(Relational):
                 "reason": str(exc),
             }
 
-    def _vector_info(self) -> dict[str, Any]:
-        with self._lock:
-            info = self._vectors.info()
-            for name, cache in (("passages", self._passages), ("standing", self._standing)):
-                for profile, state in cache.info().items():
-                    info.setdefault(profile, {})[name] = state
-            return info
-
     def backup(self, target: Path) -> int:
         """Copy the whole store (every profile) into the new file ``target`` while it stays
         in use; return how many memories the copy holds (see :meth:`Connection.backup`)."""
@@ -505,7 +213,5 @@ class SQLiteStore(Relational):
             raise StoreError(f"cannot back up {self.path} to {target}: {exc}") from exc
 
     def close(self) -> None:
-        with self._lock:
-            for cache in self._caches:
-                cache.save_all()
+        self.vectors.save_all()
         self._conn.close()

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from slm.store.base import PASSAGE_SPAN, Vector
-from slm.store.sqlite_conn import Connection
+from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
+from slm.store.sqlite_conn import CHUNK, Connection
 from slm.store.vectors import (
     EXACT_MAX,
     ExactIndex,
@@ -256,6 +256,121 @@ class VectorCache:
             }
             for profile, state in self.states.items()
         }
+
+
+class SQLiteVectors:
+    """The SQLite store's :class:`~slm.store.base.Vectors`: an index per profile for the
+    memories' vectors, one for their further passages and one for their standing
+    statements, each a :class:`VectorCache` following its rows."""
+
+    def __init__(self, conn: Connection, folder: Path, dim: int, store_id: str) -> None:
+        self._conn = conn
+        self._lock = conn.lock
+        self.dim = dim
+        self._own = VectorCache(conn, folder, dim, store_id)
+        self._passages = VectorCache(conn, folder, dim, store_id, PASSAGES)
+        self._standing = VectorCache(conn, folder, dim, store_id, STANDING)
+        self._caches = (self._own, self._passages, self._standing)
+
+    def _rows_in(self, head: str, profile: str, keys: Sequence[int]) -> list[Any]:
+        rows: list[Any] = []
+        for start in range(0, len(keys), CHUNK):
+            part = list(keys[start : start + CHUNK])
+            rows += self._conn.rows(f"{head} IN ({','.join('?' * len(part))})", [profile, *part])
+        return rows
+
+    def search(
+        self,
+        profile: str,
+        query: Vector,
+        k: int,
+        allowed: set[int] | None,
+        below: int | None = None,
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            return self._own.index(profile).search(query, k, allowed, below)
+
+    def search_many(self, profile: str, queries: Vector, k: int) -> list[list[tuple[int, float]]]:
+        with self._lock:
+            return self._own.index(profile).search_many(queries, k)
+
+    def mean(self, profile: str) -> tuple[Vector, int]:
+        with self._lock:
+            index = self._own.index(profile)
+            return index.mean(), len(index)
+
+    def get(self, profile: str, keys: Sequence[int]) -> Vector:
+        """From the profile's index when it is loaded and holds them all, else the rows."""
+        with self._lock:
+            loaded = self._own.loaded(profile)
+            cached = loaded.get(list(keys)) if loaded is not None else None
+        if cached is not None:
+            return cached
+        head = "SELECT key, vector FROM embeddings WHERE +profile = ? AND key"
+        by_key: dict[int, bytes] = dict(self._rows_in(head, profile, list(dict.fromkeys(keys))))
+        out = np.zeros((len(keys), self.dim), dtype=np.float32)
+        for row, key in enumerate(keys):
+            if key in by_key:
+                out[row] = np.frombuffer(by_key[key], dtype="<f4")
+        return out
+
+    def passage_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            hits = self._passages.index(profile).search(query, k)
+        return best_per_memory(hits, allowed)
+
+    def passages(
+        self, profile: str, keys: Sequence[int], standing: bool = False
+    ) -> dict[int, Vector]:
+        with self._lock:
+            return (self._standing if standing else self._passages).owned(profile, keys)
+
+    def standing_search(
+        self, profile: str, query: Vector, k: int
+    ) -> list[tuple[int, str, str, float]]:
+        with self._lock:
+            hits = self._standing.index(profile).search(query, k)
+        head = "SELECT key, kind, coalesce(text, '') FROM passages WHERE +profile = ? AND key"
+        rows = self._rows_in(head, profile, [key for key, _ in hits])
+        found = {key: (kind, text) for key, kind, text in rows}
+        return [(key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found]
+
+    def rebuild(self, profile: str) -> int:
+        """Rebuild the profile's indexes from the rows (``slm reindex``)."""
+        with self._lock:
+            self._passages.rebuild(profile)
+            self._standing.rebuild(profile)
+            return self._own.rebuild(profile)
+
+    # -- kept in step with the store ------------------------------------------------------
+
+    def written(self) -> None:
+        """Our own connection committed: every index must look for changes."""
+        with self._lock:
+            for cache in self._caches:
+                cache.mark_dirty()
+
+    def rederived(self, profile: str) -> None:
+        """The profile's passages were written again: their indexes are built anew when
+        next searched."""
+        with self._lock:
+            self._passages.drop(profile)
+            self._standing.drop(profile)
+
+    def info(self) -> dict[str, Any]:
+        with self._lock:
+            info = self._own.info()
+            for name, cache in (("passages", self._passages), ("standing", self._standing)):
+                for profile, state in cache.info().items():
+                    info.setdefault(profile, {})[name] = state
+            return info
+
+    def save_all(self) -> None:
+        with self._lock:
+            for cache in self._caches:
+                cache.save_all()
 
 
 def new_store_id(db: sqlite3.Connection) -> str:
