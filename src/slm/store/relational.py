@@ -81,14 +81,10 @@ class Relational(ABC):
     # -- helpers --------------------------------------------------------------------------
 
     def _select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
-        """The rows of ``head IN (values)`` for one profile, a slice of values at a time:
+        """The rows of ``head IN (values)`` for one profile (see :meth:`Dialect.rows_in`):
         ``head`` is a statement whose first parameter is the profile and which ends with
         the column the values are matched against."""
-        rows: list[Any] = []
-        for part in self.dialect.slices(values):
-            marks = ", ".join([self.mark] * len(part))
-            rows += self._select(f"{head} IN ({marks})", [profile, *part])
-        return rows
+        return self._read(lambda cur: self.dialect.rows_in(cur, head, [profile], values))
 
     def _grouped(self, head: str, profile: str, keys: Iterable[int]) -> dict[int, list[Any]]:
         """The rows of :meth:`_select_in` grouped by their first column, the rest as tuples."""

@@ -45,17 +45,6 @@ CHUNK = 500
 MMAP_BYTES = 1 << 40
 
 
-def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
-    """``items`` in slices of at most ``size``, for statements with one parameter each."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def marks(n: int) -> str:
-    """``n`` comma-separated placeholders for an ``IN (...)`` list."""
-    return ",".join("?" * n)
-
-
 def is_busy(exc: BaseException) -> bool:
     """True for "database is locked" and its relatives (any ``SQLITE_BUSY_*``/``LOCKED_*``)."""
     if not isinstance(exc, sqlite3.OperationalError):

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
-from slm.store.sqlite_conn import CHUNK, Connection
+from slm.store.sqlite_conn import Connection
+from slm.store.sqlite_dialect import SQLiteDialect
 from slm.store.vectors import (
     EXACT_MAX,
     ExactIndex,
@@ -34,6 +35,7 @@ from slm.store.vectors import (
     graph_from,
 )
 
+_DIALECT = SQLiteDialect()
 #: Rows read per statement while building or catching up (bounds memory at open).
 _ROWS = 50_000
 #: A graph index is saved once this many changes (or a quarter of its size) are unsaved.
@@ -273,11 +275,7 @@ class SQLiteVectors:
         self._caches = (self._own, self._passages, self._standing)
 
     def _rows_in(self, head: str, profile: str, keys: Sequence[int]) -> list[Any]:
-        rows: list[Any] = []
-        for start in range(0, len(keys), CHUNK):
-            part = list(keys[start : start + CHUNK])
-            rows += self._conn.rows(f"{head} IN ({','.join('?' * len(part))})", [profile, *part])
-        return rows
+        return self._conn.read(lambda db: _DIALECT.rows_in(db, head, [profile], keys))
 
     def search(
         self,
@@ -307,7 +305,7 @@ class SQLiteVectors:
         if cached is not None:
             return cached
         head = "SELECT key, vector FROM embeddings WHERE +profile = ? AND key"
-        by_key: dict[int, bytes] = dict(self._rows_in(head, profile, list(dict.fromkeys(keys))))
+        by_key: dict[int, bytes] = dict(self._rows_in(head, profile, keys))
         out = np.zeros((len(keys), self.dim), dtype=np.float32)
         for row, key in enumerate(keys):
             if key in by_key:
