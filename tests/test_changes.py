@@ -91,7 +91,7 @@ def test_a_change_in_other_words_is_linked_and_recalled_first(real_memory: Memor
     new = real_memory.store_many([{"content": COFFEE_NEW, "event_time": "2024-02-01T09:00:00Z"}])[0]
     assert new.updates == (old.id,)  # remember says what it probably updates
     keys = [r.key for r in real_memory.store.scan(real_memory.profile, 0, 100)]
-    (update,) = real_memory.store.updates(real_memory.profile, keys)
+    (update,) = real_memory.store.versions.updates(real_memory.profile, keys)
     assert update.by_meaning and update.older_id == old.id and update.newer_id == new.memory.id
     assert update.slot.startswith("meaning: cosine 0.") and "subject priya" in update.slot
     response = real_memory.recall("What coffee does Priya order?", k=5)
@@ -102,9 +102,9 @@ def test_a_change_in_other_words_is_linked_and_recalled_first(real_memory: Memor
     assert real_memory.get(old.id).superseded_by is None  # suggest: nothing is ended
     # a rebuild keeps the link; forgetting the newer memory removes it
     real_memory.reindex()
-    assert real_memory.store.updates(real_memory.profile, keys)
+    assert real_memory.store.versions.updates(real_memory.profile, keys)
     real_memory.forget([new.memory.id])
-    assert real_memory.store.updates(real_memory.profile, keys) == []
+    assert real_memory.store.versions.updates(real_memory.profile, keys) == []
 
 
 def test_one_batch_is_read_in_time_order(real_memory: Memory) -> None:
@@ -115,7 +115,7 @@ def test_one_batch_is_read_in_time_order(real_memory: Memory) -> None:
         ]
     )
     keys = [r.key for r in stored]
-    (update,) = real_memory.store.updates(real_memory.profile, keys)
+    (update,) = real_memory.store.versions.updates(real_memory.profile, keys)
     assert (update.older_id, update.newer_id) == (stored[1].id, stored[0].id)
 
 
@@ -148,7 +148,9 @@ def test_an_explicit_supersedes_is_left_as_said(real_memory: Memory) -> None:
         COFFEE_NEW, event_time="2024-02-01T09:00:00Z", supersedes=[unrelated.id]
     )
     keys = [old.key, new.key]
-    assert not [u for u in real_memory.store.updates(real_memory.profile, keys) if u.by_meaning]
+    assert not [
+        u for u in real_memory.store.versions.updates(real_memory.profile, keys) if u.by_meaning
+    ]
 
 
 def test_a_wrong_link_is_undone_for_good(real_memory: Memory) -> None:
@@ -156,7 +158,7 @@ def test_a_wrong_link_is_undone_for_good(real_memory: Memory) -> None:
     new = real_memory.remember(COFFEE_NEW, event_time="2024-02-01T09:00:00Z")
     real_memory.unlink(old.id, new.id)
     keys = [old.key, new.key]
-    assert real_memory.store.updates(real_memory.profile, keys) == []
+    assert real_memory.store.versions.updates(real_memory.profile, keys) == []
     response = real_memory.recall("What coffee does Priya order?", k=5)
     assert all(r.possibly_superseded_by == () for r in response.results)
     with pytest.raises(InvalidInput, match="no link to undo"):
@@ -169,12 +171,14 @@ def test_undoing_a_fact_link_survives_relinking(memory: Memory) -> None:
     first = memory.remember("Ana moved to Porto.", event_time="2022-01-01T00:00:00Z")
     second = memory.remember("Ana moved to Lisbon.", event_time="2023-01-01T00:00:00Z")
     keys = [first.key, second.key]
-    assert [u.slot for u in memory.store.updates(memory.profile, keys)] == ["ana|residence"]
+    assert [u.slot for u in memory.store.versions.updates(memory.profile, keys)] == [
+        "ana|residence"
+    ]
     memory.unlink(first.id, second.id)
-    assert memory.store.updates(memory.profile, keys) == []
+    assert memory.store.versions.updates(memory.profile, keys) == []
     # a later value of the same fact relinks the slot: the undone pair stays undone
     third = memory.remember("Ana moved to Berlin.", event_time="2024-01-01T00:00:00Z")
-    pairs = {(u.older_id, u.newer_id) for u in memory.store.updates(memory.profile, keys)}
+    pairs = {(u.older_id, u.newer_id) for u in memory.store.versions.updates(memory.profile, keys)}
     assert (first.id, second.id) not in pairs and (second.id, third.id) in pairs
     assert (first.id, third.id) in pairs  # the first links to the next value instead
 

@@ -185,7 +185,7 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         assert store.count(me) == 1 and store.index_counts(me)["lexical"] == 1
         assert [r.id for r in store.page(me, 100, 0, Filters())] == [mine.id]
         assert [r.id for r in store.scan(me, 0, 100)] == [mine.id]
-        assert store.source_feedback(me, [""]) == {}
+        assert store.feedback.trust(me, [""]) == {}
         assert store.delete(me, [r.id for r in theirs]) == []
         assert bob.reindex() == 1
         assert alice.count() == len(CORPUS) and alice.health()["memories"] == len(CORPUS)

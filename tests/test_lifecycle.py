@@ -282,12 +282,12 @@ def test_links_do_not_depend_on_arrival_order(memory: Memory) -> None:
     memory.remember_many([items[1]])
     records = {r.content: r for r in memory.list(10)}
     keys = [r.key for r in records.values()]
-    pairs = {(u.older_id, u.newer_id) for u in memory.store.updates(memory.profile, keys)}
+    pairs = {(u.older_id, u.newer_id) for u in memory.store.versions.updates(memory.profile, keys)}
     ids = [records[i["content"]].id for i in items]
     assert pairs == {(ids[0], ids[1]), (ids[1], ids[2])}
     memory.forget([ids[1]])  # the middle version goes: its neighbours link up
     keys = [r.key for r in memory.list(10)]
-    pairs = {(u.older_id, u.newer_id) for u in memory.store.updates(memory.profile, keys)}
+    pairs = {(u.older_id, u.newer_id) for u in memory.store.versions.updates(memory.profile, keys)}
     assert pairs == {(ids[0], ids[2])}
 
 
@@ -353,7 +353,10 @@ def test_export_import_round_trip_keeps_validity(memory: Memory, tmp_path: Path)
 
 def links(memory: Memory) -> set[tuple[str, str, str]]:
     keys = [r.key for r in memory.store.scan(memory.profile, 0, 10_000)]
-    return {(u.older_id, u.newer_id, u.slot) for u in memory.store.updates(memory.profile, keys)}
+    return {
+        (u.older_id, u.newer_id, u.slot)
+        for u in memory.store.versions.updates(memory.profile, keys)
+    }
 
 
 def test_an_older_store_gains_validity(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def snapshot(location: str, profile: str) -> dict[str, Any]:
         return {
             "records": [r.to_dict() for r in records],
             "vectors": store.vectors.get(profile, keys).tobytes(),
-            "feedback": store.source_feedback(profile, {r.source or "" for r in records}),
+            "feedback": store.feedback.trust(profile, {r.source or "" for r in records}),
             "entities": {
                 id_of[k]: sorted((n, c, s) for _, n, c, s in v) for k, v in mentions.items()
             },
@@ -227,4 +227,7 @@ def test_a_copy_keeps_validity_and_links(ends: tuple[str, str]) -> None:
 
 def links(memory: Memory) -> set[tuple[str, str, str]]:
     keys = [r.key for r in memory.store.scan(memory.profile, 0, 10_000)]
-    return {(u.older_id, u.newer_id, u.slot) for u in memory.store.updates(memory.profile, keys)}
+    return {
+        (u.older_id, u.newer_id, u.slot)
+        for u in memory.store.versions.updates(memory.profile, keys)
+    }

@@ -113,7 +113,7 @@ def test_no_query_crosses_profiles(postgres_dsn: str) -> None:
         assert store.count("default") == 1
         assert [r.id for r in store.page("default", 100, 0, Filters())] == [mine.id]
         assert [r.id for r in store.scan("default", 0, 100)] == [mine.id]
-        assert store.source_feedback("default", [""]) == {}
+        assert store.feedback.trust("default", [""]) == {}
         assert store.delete("default", [r.id for r in theirs]) == []
         assert bob.reindex() == 1
         assert alice.count() == len(CORPUS)

@@ -219,7 +219,7 @@ class Memory:
         update found between them is removed and not found again, and a supersession is
         ended (the older memory holds again). Nothing is deleted."""
         older, newer = self.get(older_id).id, self.get(newer_id).id
-        if not self.store.dismiss(self.profile, older, newer):
+        if not self.store.versions.dismiss(self.profile, older, newer):
             raise InvalidInput(
                 f"memory {newer} does not replace memory {older}: there is no link to undo",
                 field="newer_id",
@@ -276,7 +276,9 @@ class Memory:
         for c in checked:
             if c.supersedes and c.content_hash in known:
                 moment = self.get(known[c.content_hash]).starts
-                self.store.supersede(self.profile, known[c.content_hash], c.supersedes, moment)
+                self.store.versions.supersede(
+                    self.profile, known[c.content_hash], c.supersedes, moment
+                )
         records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
         out = []
         for c in checked:
@@ -302,7 +304,7 @@ class Memory:
         """For new memories (by key): the ids of the memories each probably updates, by id."""
         found: dict[str, list[str]] = {}
         wanted = set(keys)
-        for update in self.store.updates(self.profile, keys):
+        for update in self.store.versions.updates(self.profile, keys):
             if update.newer in wanted and not update.explicit:
                 found.setdefault(update.newer_id, []).append(update.older_id)
         return {id_: tuple(dict.fromkeys(olders)) for id_, olders in found.items()}
@@ -329,7 +331,7 @@ class Memory:
         record = self.get(memory_id)
         entry = self.learning.logged_recall(query_id) if query_id is not None else None
         event = feedback_event(record.id, useful, query_id)
-        self.store.add_feedback(self.profile, record.source or "", useful, event)
+        self.store.feedback.add(self.profile, record.source or "", useful, event)
         try:
             self.learning.after_feedback(event, entry)
         except SlmError as exc:  # the feedback is kept; learning tries again with the next
@@ -353,7 +355,7 @@ class Memory:
     def feedback_events(self, limit: int = 20, offset: int = 0) -> list[FeedbackEvent]:
         """The profile's feedback, newest first."""
         limit, offset = validate.limit_offset(limit, offset)
-        return self.store.feedback_events(self.profile, limit, offset)
+        return self.store.feedback.events(self.profile, limit, offset)
 
     def reset_feedback(self) -> int:
         """Forget this profile's feedback, its recall log, its sources' trust and its
@@ -363,7 +365,7 @@ class Memory:
     def source_trust(self, source: str | None) -> float:
         """The ``trust_score`` of a source's memories (docs/scoring.md, "Trust")."""
         name = source or ""
-        counts = self.store.source_feedback(self.profile, [name]).get(name, (0, 0))
+        counts = self.store.feedback.trust(self.profile, [name]).get(name, (0, 0))
         return source_trust(*counts, prior=self.settings.trust_prior)
 
     def reindex(self, batch: int = 500, progress: Callable[[int], None] | None = None) -> int:

@@ -64,9 +64,9 @@ def related(memory: Memory, memory_id: str) -> Related:
     edges = sorted(merged.items(), key=lambda item: (-item[1][1], item[0]))[:MAX_LINKS]
     # older key -> slot and newer key -> slot; an explicit supersession (slot "") wins over a
     # probable update found for the same pair
-    older: dict[int, str] = dict.fromkeys(store.replaced(profile, record.id), "")
+    older: dict[int, str] = dict.fromkeys(store.versions.replaced(profile, record.id), "")
     newer: dict[int, str] = {}
-    for update in store.updates(profile, [key]):
+    for update in store.versions.updates(profile, [key]):
         side, other = (older, update.older) if update.newer == key else (newer, update.newer)
         side[other] = "" if side.get(other) == "" else update.slot
     records = store.get_by_keys(profile, [*(k for k, _ in edges), *older, *newer])

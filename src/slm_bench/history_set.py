@@ -158,7 +158,8 @@ def _ask(
 def _links(memory: Memory, labels: dict[str, str], gold: set[tuple[str, str]]) -> dict[str, Any]:
     keys = [r.key for r in memory.store.scan(memory.profile, 0, 1_000_000)]
     found = {
-        (labels[u.older_id], labels[u.newer_id]) for u in memory.store.updates(memory.profile, keys)
+        (labels[u.older_id], labels[u.newer_id])
+        for u in memory.store.versions.updates(memory.profile, keys)
     }
     true = found & gold
     false = sorted(found - gold)

@@ -91,7 +91,7 @@ def _links(memory: Memory, labels: dict[str, str], history: History) -> dict[str
     """Probable updates found: all, between versions of one fact, and true changes."""
     facts = {note.label: note.fact for note in history.notes}
     keys = [r.key for r in memory.store.scan(memory.profile, 0, 100_000)]
-    found = [u for u in memory.store.updates(memory.profile, keys) if not u.explicit]
+    found = [u for u in memory.store.versions.updates(memory.profile, keys) if not u.explicit]
     true = 0
     for update in found:
         older, newer = facts.get(labels[update.older_id]), facts.get(labels[update.newer_id])
@@ -196,7 +196,7 @@ def _locomo(
         ):
             memory.remember_many(conversation.turns)
             turns += len(conversation.turns)
-            found += memory.store.update_count(memory.profile)
+            found += memory.store.versions.update_count(memory.profile)
     report = locomo.run(path, settings=settings, progress=progress)
     return {
         "turns": turns,

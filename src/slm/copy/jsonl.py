@@ -287,9 +287,9 @@ def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
 def _export_feedback(memory: Memory, handle: IO[str]) -> int:
     """Write the profile's feedback events, oldest first, each with its recall's request."""
     memory.learning.flush()
-    events = memory.store.feedback_events(memory.profile, MAX_FEEDBACK)[::-1]
+    events = memory.store.feedback.events(memory.profile, MAX_FEEDBACK)[::-1]
     named = [e.query_id for e in events if e.query_id is not None]
-    logged = memory.store.logged_recalls(memory.profile, named)
+    logged = memory.store.feedback.logged(memory.profile, named)
     for event in events:
         entry = logged.get(event.query_id or "")
         line = {
@@ -337,7 +337,7 @@ def _store_feedback(memory: Memory, items: list[dict[str, Any]], ids: dict[str, 
     """Record the feedback lines not already in the profile (same memory, label, recall and
     time), nor older than the profile's own label on the same recall and memory; events on
     memories the profile lacks are skipped. Returns how many recorded."""
-    events = memory.store.feedback_events(memory.profile, MAX_FEEDBACK)
+    events = memory.store.feedback.events(memory.profile, MAX_FEEDBACK)
     have = {(e.memory_id, e.useful, e.query_id, e.created_at) for e in events}
     latest: dict[tuple[str, str], int] = {}
     for e in events:
@@ -360,11 +360,11 @@ def _store_feedback(memory: Memory, items: list[dict[str, Any]], ids: dict[str, 
         except NotFound:
             continue
         query_id = event.query_id
-        if query_id is not None and not memory.store.logged_recalls(memory.profile, [query_id]):
+        if query_id is not None and not memory.store.feedback.logged(memory.profile, [query_id]):
             if request is None:
                 continue
             entry = LoggedRecall(query_id, event.created_at, json.dumps(request), "[]")
-            memory.store.log_recall(memory.profile, entry)
-        memory.store.add_feedback(memory.profile, record.source or "", event.useful, event)
+            memory.store.feedback.log(memory.profile, entry)
+        memory.store.feedback.add(memory.profile, record.source or "", event.useful, event)
         recorded += 1
     return recorded

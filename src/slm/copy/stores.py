@@ -202,15 +202,15 @@ def _follow_renames(target: Memory, renames: dict[str, str]) -> None:
         for record in records:
             new = renames.get(record.superseded_by or "")
             if new is not None and record.valid_to is not None:
-                target.store.supersede(target.profile, new, [record.id], record.valid_to)
+                target.store.versions.supersede(target.profile, new, [record.id], record.valid_to)
 
 
 def _copy_feedback(source: Memory, target: Memory, sources: set[str]) -> None:
     """Raise the target's feedback counts to the source's (so a re-run adds nothing)."""
-    have = target.store.source_feedback(target.profile, sources)
-    for name, counts in source.store.source_feedback(source.profile, sources).items():
+    have = target.store.feedback.trust(target.profile, sources)
+    for name, counts in source.store.feedback.trust(source.profile, sources).items():
         for useful, wanted, present in zip(
             (True, False), counts, have.get(name, (0, 0)), strict=True
         ):
             for _ in range(wanted - present):
-                target.store.add_feedback(target.profile, name, useful)
+                target.store.feedback.add(target.profile, name, useful)

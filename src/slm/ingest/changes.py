@@ -269,7 +269,7 @@ def probable(
     records = store.get_by_keys(profile, {key for found in near for key, _ in found})
     stored = {k: read(r.content, r.source, to_micros(r.starts)) for k, r in records.items()}
     replaced: dict[tuple[bool, int], int] = {}
-    for update in store.updates(profile, list(records)):
+    for update in store.versions.updates(profile, list(records)):
         if update.older in records:
             at = to_micros(update.newer_from)
             replaced[(False, update.older)] = min(at, replaced.get((False, update.older), at))

@@ -179,7 +179,7 @@ class Learning:
 
     def _log(self, entry: LoggedRecall) -> None:
         try:
-            self.store.log_recall(self.profile, entry)
+            self.store.feedback.log(self.profile, entry)
         except SlmError as exc:
             log.warning("slm: recall not logged, feedback cannot name it: %s", exc)
 
@@ -194,7 +194,7 @@ class Learning:
     def logged_recall(self, query_id: str) -> LoggedRecall:
         """The logged recall ``query_id`` names; :class:`NotFound` when the profile has none."""
         self.flush()  # it may have been logged a moment ago
-        entry = self.store.logged_recalls(self.profile, [query_id]).get(query_id)
+        entry = self.store.feedback.logged(self.profile, [query_id]).get(query_id)
         if entry is None:
             raise NotFound(
                 f"no recall with query id {query_id} in profile {self.profile!r} (query ids "
@@ -237,13 +237,13 @@ class Learning:
         except (SlmError, TypeError, ValueError) as exc:
             log.warning("slm: recall %s cannot be read again: %s", entry.query_id, exc)
             kept = (np.zeros((0, len(feature_names()))), [])
-        self.store.keep_example(self.profile, entry.query_id, _encode(*kept))
+        self.store.feedback.keep_example(self.profile, entry.query_id, _encode(*kept))
         return kept
 
     def labels(self) -> tuple[int, dict[str, dict[str, int]]]:
         """How many recalls have a useful memory, and query_id -> memory id -> label (the
         latest event wins) for the newest :data:`MAX_TRAINING` of them."""
-        events = self.store.feedback_events(self.profile, 100_000, labelled_only=True)
+        events = self.store.feedback.events(self.profile, 100_000, labelled_only=True)
         by_query: dict[str, dict[str, int]] = {}
         for event in events:  # newest first
             assert event.query_id is not None
@@ -254,7 +254,7 @@ class Learning:
 
     def examples(self, labels: Mapping[str, Mapping[str, int]]) -> list[Example]:
         """The labelled recalls as training examples (each window read once, then kept)."""
-        logged = self.store.logged_recalls(self.profile, list(labels))
+        logged = self.store.feedback.logged(self.profile, list(labels))
         out = []
         for query_id, marks in labels.items():
             entry = logged.get(query_id)
@@ -286,7 +286,7 @@ class Learning:
     def reset(self) -> int:
         """Forget the profile's feedback, recall log and learned model; the number of
         feedback events forgotten."""
-        count = self.store.reset_feedback(self.profile)
+        count = self.store.feedback.reset(self.profile)
         self.store.set_meta(_meta_key(self.profile), "")
         self._state = None
         return count

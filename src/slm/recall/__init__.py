@@ -92,9 +92,9 @@ def recall(
 def _with_versions(store: Store, query: Query, hide_superseded: bool) -> Query:
     """``query`` knowing whether its profile holds versions and, with
     ``hide_superseded``, which memories had been superseded by the moment it asks about."""
-    if not store.has_versions(query.profile):
+    if not store.versions.exist(query.profile):
         return replace(query, versioned=False)
     moment = moment_asked(query)
     if not hide_superseded or moment is None:
         return query
-    return replace(query, hidden=frozenset(store.superseded(query.profile, moment)))
+    return replace(query, hidden=frozenset(store.versions.superseded(query.profile, moment)))

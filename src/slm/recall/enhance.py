@@ -56,7 +56,7 @@ def fact_boosts(context: Context, keys: Iterable[int], settings: Settings) -> di
     query = context.query
     if not query.asked or not settings.fact_boost:
         return {}
-    stating = context.store.stating(query.profile, query.asked)
+    stating = context.store.versions.stating(query.profile, query.asked)
     return {key: settings.fact_boost for key in keys if key in stating}
 
 

@@ -144,7 +144,7 @@ def rerank(state: Ranking) -> dict[str, Any]:
         keys = [key for key in keys if key in state.records]
         state.hydrate(turns_before(state.context, keys).values())
         shown = [state.records[key].id for key in keys]
-        marks = state.store.feedback_marks(query.profile, shown, reranking.marks_before)
+        marks = state.store.feedback.marks(query.profile, shown, reranking.marks_before)
         state.seen = candidates(
             state.context,
             keys,
@@ -198,7 +198,7 @@ def teach(state: Ranking) -> dict[str, float]:
     leading = fusion.order(state.ranking)[: feedback.LEADING]
     state.hydrate(leading)
     ids = [state.records[key].id for key in leading if key in state.records]
-    asked = state.store.feedback_asked(query.profile, ids)
+    asked = state.store.feedback.asked(query.profile, ids)
     taught = feedback.apply(state.ranking, state.records, feedback.nets(query.text, asked), leading)
     return {
         memory.id: round(moved, 6)
@@ -299,7 +299,7 @@ def _results(state: Ranking, k: int) -> tuple[tuple[RecallResult, ...], list[int
     if query.versioned:
         covered = {u.older for u in updates}
         unseen = [key for key in ordered if key not in covered]
-        updates = [*updates, *state.store.updates(query.profile, unseen)]
+        updates = [*updates, *state.store.versions.updates(query.profile, unseen)]
     provenance = _provenance(state.rankings, ordered)
     trust = _trust(state.store, query.profile, [records[key] for key in ordered], state.settings)
     results = tuple(
@@ -340,7 +340,7 @@ def _trust(
     store: Store, profile: str, records: Sequence[MemoryRecord], settings: Settings
 ) -> dict[str, float]:
     sources = {r.source or "" for r in records}
-    counts = store.source_feedback(profile, sources)
+    counts = store.feedback.trust(profile, sources)
     return {
         s: fusion.source_trust(*counts.get(s, (0, 0)), prior=settings.trust_prior) for s in sources
     }

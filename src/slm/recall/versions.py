@@ -56,7 +56,7 @@ def versions(store: Store, profile: str, keys: Sequence[int]) -> list[Update]:
         if not frontier:
             break
         step = []
-        for update in store.updates(profile, frontier):
+        for update in store.versions.updates(profile, frontier):
             found.setdefault((update.older, update.newer, update.slot), update)
             if update.newer not in seen:
                 seen.add(update.newer)

@@ -196,6 +196,14 @@ class Rows(Protocol):
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
 
+    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
+        """Replace the lexical and graph rows of stored memories in one transaction."""
+
+
+class Versions(Protocol):
+    """Which memories stopped holding and what replaced them: explicit supersessions and
+    the probable updates read from the facts memories state."""
+
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         """Keys of the memories that stopped holding at or before ``moment``."""
 
@@ -223,12 +231,9 @@ class Rows(Protocol):
     def update_count(self, profile: str) -> int:
         """How many probable updates the profile holds."""
 
-    def has_versions(self, profile: str) -> bool:
+    def exist(self, profile: str) -> bool:
         """Whether the profile holds any probable update or any memory whose validity
         ended: when it holds none, a recall skips the version steps."""
-
-    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """Replace the lexical and graph rows of stored memories in one transaction."""
 
 
 class Vectors(Protocol):
@@ -338,50 +343,53 @@ class Graph(Protocol):
         """Dates each memory's text refers to, as (start, end) microseconds."""
 
 
-class Admin(Protocol):
-    """Feedback, metadata, health and the lifecycle of the store."""
+class FeedbackLog(Protocol):
+    """What use teaches, kept per profile: the recall log, feedback events and each
+    source's trust counts."""
 
-    def index_counts(self, profile: str) -> dict[str, int]:
-        """Rows per index for the profile: ``memories``, ``embeddings``, ``lexical``."""
-
-    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
+    def trust(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
         """(useful, not useful) feedback counts per source."""
 
-    def add_feedback(
+    def add(
         self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
     ) -> None:
         """Count feedback on a source and, with ``event``, record the event (one
         transaction)."""
 
-    def feedback_events(
+    def events(
         self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
     ) -> list[FeedbackEvent]:
         """Feedback events, newest first (``labelled_only``: those naming a recall)."""
 
-    def feedback_marks(
+    def marks(
         self, profile: str, memory_ids: Sequence[str], before: int | None = None
     ) -> dict[str, tuple[int, int]]:
         """(useful, not useful) counts of the feedback naming a recall, per memory id;
         with ``before`` (microseconds), only feedback given earlier."""
 
-    def feedback_asked(
-        self, profile: str, memory_ids: Sequence[str]
-    ) -> dict[str, list[tuple[bool, str]]]:
+    def asked(self, profile: str, memory_ids: Sequence[str]) -> dict[str, list[tuple[bool, str]]]:
         """The labels given to each memory for a logged recall, newest first, each as
         (useful, the question that recall asked)."""
 
-    def reset_feedback(self, profile: str) -> int:
+    def reset(self, profile: str) -> int:
         """Erase the profile's feedback events, recall log and source trust counts; the
         number of events erased."""
 
-    def log_recall(self, profile: str, entry: LoggedRecall) -> None:
+    def log(self, profile: str, entry: LoggedRecall) -> None:
         """Keep a recall's request and results under its ``query_id``."""
 
-    def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
+    def logged(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
         """The logged recalls among ``query_ids``."""
 
     def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
         """Store the features of a logged recall's window."""
+
+
+class Admin(Protocol):
+    """Metadata, health and the lifecycle of the store."""
+
+    def index_counts(self, profile: str) -> dict[str, int]:
+        """Rows per index for the profile: ``memories``, ``embeddings``, ``lexical``."""
 
     def profiles(self) -> list[str]:
         """Every profile that holds at least one memory, sorted (for copying a whole store)."""
@@ -403,14 +411,21 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
     """Persistence for memories and their derived indexes. Implementations: sqlite, postgres.
 
     The parts are separate protocols so that a component can ask for only what it reads
-    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`). The vectors
-    are an index of their own, :attr:`vectors`."""
+    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`). Three parts
+    are objects of their own: the vector index (:attr:`vectors`), what use teaches
+    (:attr:`feedback`) and which memories replaced which (:attr:`versions`)."""
 
     kind: str
     location: str
 
     @property
     def vectors(self) -> Vectors: ...
+
+    @property
+    def feedback(self) -> FeedbackLog: ...
+
+    @property
+    def versions(self) -> Versions: ...
 
 
 def times_in(

@@ -15,10 +15,14 @@ parameter mark (``?`` or ``%s``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from slm.models import NewMemory, from_micros, to_micros
 from slm.store.base import MEANING, Update
+
+if TYPE_CHECKING:
+    from slm.store.relational import Relational
 
 
 class Cursor(Protocol):
@@ -206,41 +210,106 @@ def _supersede_key(cur: Cursor, mark: str, profile: str, older: int, newer: int,
     )
 
 
-def updates_sql(mark: str, count: int, by_key: str = "") -> str:
-    """The updates that touch ``count`` keys: probable ones where a key is the older or the
-    newer memory, explicit ones (``superseded_by``, slot ``""``) where it is the older.
-    Parameters: the keys, the profile, the keys, the profile, the keys, the profile.
+class RelationalVersions:
+    """The :class:`~slm.store.base.Versions` of a relational store: which memories ended,
+    which replaced which, and the probable updates between them, in the SQL both dialects
+    read."""
 
-    ``by_key`` prefixes the profile columns: SQLite's ``+`` keeps its planner on the keys'
-    indexes instead of a scan of the profile's rows. Explicit updates are read from the
-    partial index of ended memories (a memory superseded explicitly has ended)."""
-    keys = ", ".join([mark] * count)
-    start = "coalesce(n.valid_from, n.event_time)"
-    probable = (
-        f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start} FROM fact_updates u "
-        "JOIN memories o ON o.key = u.older JOIN memories n ON n.key = u.newer "
-    )
-    return (
-        f"{probable}WHERE u.older IN ({keys}) AND {by_key}u.profile = {mark} "
-        f"UNION {probable}WHERE u.newer IN ({keys}) AND {by_key}u.profile = {mark} "
-        f"UNION SELECT o.key, n.key, o.id, n.id, '', {start} FROM memories o "
-        "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
-        f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {mark} "
-        "ORDER BY 1, 2, 5"
-    )
+    def __init__(self, store: Relational) -> None:
+        self._store = store
+        self._mark = store.mark
 
+    def superseded(self, profile: str, moment: datetime) -> set[int]:
+        m = self._mark
+        rows = self._store._select(
+            f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
+            f"AND valid_to <= {m}",
+            (profile, to_micros(moment)),
+        )
+        return {r[0] for r in rows}
 
-def replaced_sql(mark: str) -> str:
-    """Keys of a profile's memories that one memory (by id) superseded explicitly; the
-    partial index on ended memories keeps it to those."""
-    return (
-        f"SELECT key FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL "
-        f"AND superseded_by = {mark} ORDER BY key"
-    )
+    def replaced(self, profile: str, newer_id: str) -> list[int]:
+        # the partial index on ended memories keeps the scan to those
+        m = self._mark
+        rows = self._store._select(
+            f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
+            f"AND superseded_by = {m} ORDER BY key",
+            (profile, newer_id),
+        )
+        return [r[0] for r in rows]
 
+    def supersede(
+        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
+    ) -> None:
+        at = to_micros(moment)
+        self._store._change(
+            profile, lambda cur: supersede(cur, self._mark, profile, newer_id, older_ids, at)
+        )
 
-def read_updates(rows: Sequence[Sequence[Any]]) -> list[Update]:
-    return [
-        Update(older, newer, o, n, slot, from_micros(start))
-        for older, newer, o, n, slot, start in rows
-    ]
+    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
+        return self._store._change(
+            profile, lambda cur: dismiss(cur, self._mark, profile, older_id, newer_id)
+        )
+
+    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        dialect = self._store.dialect
+        found: list[Update] = []
+        for part in dialect.slices(keys):
+            rows = self._store._select(
+                self._updates_sql(len(part), dialect.by_key),
+                [*part, profile, *part, profile, *part, profile],
+            )
+            found.extend(
+                Update(older, newer, o, n, slot, from_micros(start))
+                for older, newer, o, n, slot, start in rows
+            )
+        return list(dict.fromkeys(found))
+
+    def _updates_sql(self, count: int, by_key: str) -> str:
+        """The updates that touch ``count`` keys: probable ones where a key is the older or
+        the newer memory, explicit ones (``superseded_by``, slot ``""``) where it is the
+        older. Parameters: the keys and the profile, three times.
+
+        ``by_key`` prefixes the profile columns: SQLite's ``+`` keeps its planner on the
+        keys' indexes instead of a scan of the profile's rows. Explicit updates are read
+        from the partial index of ended memories (a memory superseded explicitly has
+        ended)."""
+        m = self._mark
+        keys = ", ".join([m] * count)
+        start = "coalesce(n.valid_from, n.event_time)"
+        probable = (
+            f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start} FROM fact_updates u "
+            "JOIN memories o ON o.key = u.older JOIN memories n ON n.key = u.newer "
+        )
+        return (
+            f"{probable}WHERE u.older IN ({keys}) AND {by_key}u.profile = {m} "
+            f"UNION {probable}WHERE u.newer IN ({keys}) AND {by_key}u.profile = {m} "
+            f"UNION SELECT o.key, n.key, o.id, n.id, '', {start} FROM memories o "
+            "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
+            f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {m} "
+            "ORDER BY 1, 2, 5"
+        )
+
+    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
+        if not slots:
+            return set()
+        m = self._mark
+        rows = self._store._select(
+            f"SELECT DISTINCT key FROM fact_slots WHERE profile = {m} "
+            f"AND slot IN ({', '.join([m] * len(slots))})",
+            (profile, *slots),
+        )
+        return {r[0] for r in rows}
+
+    def update_count(self, profile: str) -> int:
+        sql = f"SELECT count(*) FROM fact_updates WHERE profile = {self._mark}"
+        return int(self._store._select(sql, (profile,))[0][0])
+
+    def exist(self, profile: str) -> bool:
+        m = self._mark
+        rows = self._store._select(
+            f"SELECT EXISTS (SELECT 1 FROM fact_updates WHERE profile = {m}) OR EXISTS "
+            f"(SELECT 1 FROM memories WHERE profile = {m} AND valid_to IS NOT NULL)",
+            (profile, profile),
+        )
+        return bool(rows[0][0])

@@ -12,23 +12,20 @@ vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
 
 from __future__ import annotations
 
+import functools
 import json
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
 from typing import Any, ClassVar, TypeVar
 
-from slm.models import MemoryRecord, NewMemory, from_micros, to_micros
+from slm.models import MemoryRecord, NewMemory, from_micros
 from slm.store import derived, feedback, fields, lifecycle, sql
 from slm.store.base import (
-    FeedbackEvent,
     Filters,
     LexicalStats,
-    LoggedRecall,
     Postings,
     Stored,
-    Update,
 )
 from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
@@ -46,6 +43,14 @@ class Relational(ABC):
     @property
     def mark(self) -> str:
         return self.dialect.mark
+
+    @functools.cached_property
+    def feedback(self) -> feedback.RelationalFeedback:
+        return feedback.RelationalFeedback(self)
+
+    @functools.cached_property
+    def versions(self) -> lifecycle.RelationalVersions:
+        return lifecycle.RelationalVersions(self)
 
     # -- what a store supplies ------------------------------------------------------------
 
@@ -335,106 +340,3 @@ class Relational(ABC):
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
         )
         return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
-
-    # -- validity and versions ------------------------------------------------------------
-
-    def superseded(self, profile: str, moment: datetime) -> set[int]:
-        rows = self._select(sql.superseded_sql(self.mark), (profile, to_micros(moment)))
-        return {r[0] for r in rows}
-
-    def replaced(self, profile: str, newer_id: str) -> list[int]:
-        return [r[0] for r in self._select(lifecycle.replaced_sql(self.mark), (profile, newer_id))]
-
-    def supersede(
-        self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
-    ) -> None:
-        at = to_micros(moment)
-        self._change(
-            profile,
-            lambda cur: lifecycle.supersede(cur, self.mark, profile, newer_id, older_ids, at),
-        )
-
-    def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
-        return self._change(
-            profile, lambda cur: lifecycle.dismiss(cur, self.mark, profile, older_id, newer_id)
-        )
-
-    def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
-        found: list[Update] = []
-        for part in self.dialect.slices(keys):
-            rows = self._select(
-                lifecycle.updates_sql(self.mark, len(part), by_key=self.dialect.by_key),
-                [*part, profile, *part, profile, *part, profile],
-            )
-            found.extend(lifecycle.read_updates(rows))
-        return list(dict.fromkeys(found))
-
-    def update_count(self, profile: str) -> int:
-        return int(self._select(sql.update_count_sql(self.mark), (profile,))[0][0])
-
-    def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
-        if not slots:
-            return set()
-        rows = self._select(sql.stating_sql(self.mark, len(slots)), (profile, *slots))
-        return {r[0] for r in rows}
-
-    def has_versions(self, profile: str) -> bool:
-        return bool(self._select(sql.has_versions_sql(self.mark), (profile, profile))[0][0])
-
-    # -- feedback and the recall log ------------------------------------------------------
-
-    def source_feedback(self, profile: str, sources: Iterable[str]) -> dict[str, tuple[int, int]]:
-        head = (
-            "SELECT source, useful, not_useful FROM source_feedback "
-            f"WHERE profile = {self.mark} AND source"
-        )
-        return {s: (u, n) for s, u, n in self._select_in(head, profile, sources)}
-
-    def add_feedback(
-        self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
-    ) -> None:
-        def work(cur: Cursor) -> None:
-            if event is None:
-                feedback.count_source(cur, self.mark, profile, source, useful)
-            else:
-                feedback.add_event(cur, self.mark, profile, event, source)
-
-        self._change(None, work)
-
-    def feedback_events(
-        self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
-    ) -> list[FeedbackEvent]:
-        rows = self._select(feedback.events_sql(self.mark, labelled_only), (profile, limit, offset))
-        return [feedback.read_event(r) for r in rows]
-
-    def reset_feedback(self, profile: str) -> int:
-        return self._change(None, lambda cur: feedback.reset(cur, self.mark, profile))
-
-    def feedback_marks(
-        self, profile: str, memory_ids: Sequence[str], before: int | None = None
-    ) -> dict[str, tuple[int, int]]:
-        if not memory_ids:
-            return {}
-        query = feedback.marks_query(self.mark, profile, memory_ids, before)
-        return feedback.read_marks(self._select(*query))
-
-    def feedback_asked(
-        self, profile: str, memory_ids: Sequence[str]
-    ) -> dict[str, list[tuple[bool, str]]]:
-        if not memory_ids:
-            return {}
-        query = feedback.asked_query(self.mark, profile, memory_ids)
-        return feedback.read_asked(self._select(*query))
-
-    def log_recall(self, profile: str, entry: LoggedRecall) -> None:
-        self._change(None, lambda cur: feedback.log_recall(cur, self.mark, profile, entry))
-
-    def logged_recalls(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
-        rows = self._select_in(feedback.logged_head(self.mark), profile, query_ids)
-        return {r.query_id: r for r in map(feedback.read_logged, rows)}
-
-    def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
-        self._change(
-            None,
-            lambda cur: feedback.keep_example(cur, self.mark, profile, query_id, example),
-        )

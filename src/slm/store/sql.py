@@ -120,36 +120,6 @@ def _like_escaped(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
-def superseded_sql(mark: str) -> str:
-    """Keys of a profile's memories that stopped holding at or before a moment."""
-    return (
-        f"SELECT key FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL "
-        f"AND valid_to <= {mark}"
-    )
-
-
-def stating_sql(mark: str, slots: int) -> str:
-    """Keys of a profile's memories that state a value for one of ``slots`` slots."""
-    return (
-        f"SELECT DISTINCT key FROM fact_slots WHERE profile = {mark} "
-        f"AND slot IN ({', '.join([mark] * slots)})"
-    )
-
-
-def update_count_sql(mark: str) -> str:
-    """How many probable updates a profile holds."""
-    return f"SELECT count(*) FROM fact_updates WHERE profile = {mark}"
-
-
-def has_versions_sql(mark: str) -> str:
-    """Whether a profile holds any probable update or any memory whose validity ended
-    (both answered from an index)."""
-    return (
-        f"SELECT EXISTS (SELECT 1 FROM fact_updates WHERE profile = {mark}) "
-        f"OR EXISTS (SELECT 1 FROM memories WHERE profile = {mark} AND valid_to IS NOT NULL)"
-    )
-
-
 def record_times(row: Sequence[Any]) -> dict[str, Any]:
     """The validity fields of a row read with :data:`MEMORY_COLUMNS` (its last three)."""
     valid_from, valid_to, superseded_by = row[-3:]
