@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import negative_data_rejection, positive_data_acceptance
 
 from slm import Settings, StoreError
-from slm.server.rest import Profiles
+from slm.server.pool import Profiles
 from slm.store import Location
 
 TOKEN = "s3cret-token-for-tests"

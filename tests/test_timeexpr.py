@@ -373,7 +373,7 @@ def test_trigger_prefilter_loses_no_expression(monkeypatch: pytest.MonkeyPatch) 
     rule set finds the same spans with the prefilter switched off."""
     import re
 
-    from slm.ingest import timeexpr
+    from slm.ingest import timeexpr, timewords
 
     texts = [
         "We met the day before yesterday and again tonight.",
@@ -388,6 +388,6 @@ def test_trigger_prefilter_loses_no_expression(monkeypatch: pytest.MonkeyPatch) 
     ]
     anchor = datetime(2024, 6, 1, tzinfo=UTC)
     with_filter = [timeexpr.referenced_spans(t, anchor) for t in texts]
-    monkeypatch.setattr(timeexpr, "_RE_TRIGGER", re.compile(""))
+    monkeypatch.setattr(timewords, "RE_TRIGGER", re.compile(""))
     assert [timeexpr.referenced_spans(t, anchor) for t in texts] == with_filter
     assert sum(1 for spans in with_filter if spans) >= 7

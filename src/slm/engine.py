@@ -18,15 +18,16 @@ from typing import Any
 from slm import validate
 from slm.calibrate.artefact import Calibration, fingerprint
 from slm.channels import Channel, build_channels, enabled
+from slm.channels import health as channel_state
 from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
-from slm.ingest import stage, supersede
+from slm.ingest import stage
 from slm.inputs.memories import MemoryInput, check_item
 from slm.inputs.recall import channel_names, check, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
-from slm.models import MemoryRecord, NewMemory, RecallRequest, Remembered, content_hash
+from slm.models import MemoryRecord, RecallRequest, Remembered, content_hash
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
@@ -118,26 +119,12 @@ class Memory:
                 )
 
     def channel_health(self, name: str, counts: Mapping[str, int] | None = None) -> dict[str, Any]:
-        """Health of one channel: its own check, its index's completeness, its last error."""
+        """Health of one channel: its own check, its last error, its index's completeness."""
         channel = self.channels.get(name)
-        if channel is None:
-            return {"healthy": False, "reason": "not available in this version", "enabled": False}
-        health = channel.health()
-        reason = health.reason
-        if health.healthy:
-            reason = self._channel_errors.get(name)
-            if reason is not None:
-                reason = f"failed in the last recall: {reason}"
-        if reason is None and channel.index is not None:
-            counts = counts if counts is not None else self.store.index_counts(self.profile)
-            missing = counts["memories"] - counts[channel.index]
-            if missing:
-                reason = f"{missing} memories are missing from its index; run 'slm reindex'"
-        return {
-            "healthy": reason is None,
-            "reason": reason,
-            "enabled": name in enabled(self.settings),
-        }
+        if counts is None and channel is not None and channel.index is not None:
+            counts = self.store.index_counts(self.profile)
+        on = name in enabled(self.settings)
+        return channel_state(channel, on, self._channel_errors.get(name), counts)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -258,56 +245,8 @@ class Memory:
         now = datetime.now(UTC)
         numbered = len(batch) > 1
         checked = [check_item(i, item, now, numbered) for i, item in enumerate(batch)]
-        known = self.store.existing(self.profile, [c.content_hash for c in checked])
-        self._check_supersedes(checked, known)
-        pending: dict[str, NewMemory] = {}
-        for c in checked:
-            if c.content_hash not in known:
-                pending.setdefault(c.content_hash, c)
-        fresh = list(pending.values())
-        new_items = stage.prepare(self.store, self.profile, self.embedder, fresh)
-        ids = dict(known)
-        updates: dict[str, tuple[str, ...]] = {}
-        if new_items:
-            auto = self.settings.update_policy == "auto"
-            stored = self.store.insert(self.profile, new_items, supersede_updates=auto)
-            ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
-            updates = self._updates_of([s.key for s in stored if s.created])
-        for c in checked:
-            if c.supersedes and c.content_hash in known:
-                moment = self.get(known[c.content_hash]).starts
-                self.store.versions.supersede(
-                    self.profile, known[c.content_hash], c.supersedes, moment
-                )
-        records = {r.id: r for r in self.store.get(self.profile, list(set(ids.values())))}
-        out = []
-        for c in checked:
-            created = c.content_hash not in known
-            known.setdefault(c.content_hash, ids[c.content_hash])
-            id_ = ids[c.content_hash]
-            found_ids = updates.get(id_, ()) if created else ()
-            said = tuple(c.supersedes)
-            kept = tuple(i for i in found_ids if i not in said)
-            out.append(Remembered(records[id_], created, kept, said))
-        return out
-
-    def _check_supersedes(self, checked: Sequence[NewMemory], known: Mapping[str, str]) -> None:
-        named = list(dict.fromkeys(id_ for c in checked for id_ in c.supersedes))
-        if not named:
-            return
-        targets = {r.id: r for r in self.store.get(self.profile, named)}
-        hashes = {known[c.content_hash]: c.content_hash for c in checked if c.content_hash in known}
-        existing = {hashes[r.id]: r for r in self.store.get(self.profile, list(hashes))}
-        supersede.check(self.profile, checked, targets, existing)
-
-    def _updates_of(self, keys: Sequence[int]) -> dict[str, tuple[str, ...]]:
-        """For new memories (by key): the ids of the memories each probably updates, by id."""
-        found: dict[str, list[str]] = {}
-        wanted = set(keys)
-        for update in self.store.versions.updates(self.profile, keys):
-            if update.newer in wanted and not update.explicit:
-                found.setdefault(update.newer_id, []).append(update.older_id)
-        return {id_: tuple(dict.fromkeys(olders)) for id_, olders in found.items()}
+        auto = self.settings.update_policy == "auto"
+        return stage.write(self.store, self.profile, self.embedder, checked, auto=auto)
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""

@@ -7,6 +7,9 @@ here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from slm.channels.base import Channel, Context, Health, Hit, Query, ranked, standalone
 from slm.channels.bm25 import BM25Channel
 from slm.channels.hopfield import HopfieldChannel
@@ -27,6 +30,7 @@ __all__ = [
     "Query",
     "build_channels",
     "enabled",
+    "health",
     "ranked",
     "registered",
     "standalone",
@@ -84,3 +88,22 @@ def enabled(settings: Settings) -> tuple[str, ...]:
 def weight(settings: Settings, channel: Channel) -> float:
     """The fusion weight of ``channel``: the setting's, else the channel's own default."""
     return float(settings.weights.get(channel.name, channel.weight))
+
+
+def health(
+    channel: Channel | None, on: bool, last_error: str | None, counts: Mapping[str, int] | None
+) -> dict[str, Any]:
+    """A channel's health as reported: its own check, then whether it failed in the last
+    recall, then whether its index misses memories (``counts``: rows per index, needed
+    when the channel has an index)."""
+    if channel is None:
+        return {"healthy": False, "reason": "not available in this version", "enabled": False}
+    state = channel.health()
+    reason = state.reason
+    if state.healthy and last_error is not None:
+        reason = f"failed in the last recall: {last_error}"
+    if reason is None and channel.index is not None and counts is not None:
+        missing = counts["memories"] - counts[channel.index]
+        if missing:
+            reason = f"{missing} memories are missing from its index; run 'slm reindex'"
+    return {"healthy": reason is None, "reason": reason, "enabled": on}

@@ -1,7 +1,8 @@
 """Ingest as one stage: memories the engine has checked become memories ready to store,
 with everything slm derives from them (docs/architecture.md, the write path).
 
-:func:`prepare` serves every write (``remember``, ``remember_many``, conversations,
+:func:`write` stores checked memories and says what it did with each; :func:`prepare`,
+its derive step, serves every write (``remember``, ``remember_many``, conversations,
 imports): the text embedded (a long text as passages), its standing statements, its
 semantic neighbours among stored memories and the rest of its batch, the facts it states
 and the earlier memories it probably changes, then the derived fields
@@ -13,7 +14,7 @@ for among earlier memories only, as they were when each was stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -23,14 +24,75 @@ from slm.ingest import (
     SEMANTIC_LINKS,
     nearest_stored,
     semantic_links,
+    supersede,
     with_derived,
 )
 from slm.ingest.changes import probable
 from slm.ingest.facts import facts
 from slm.ingest.standing import embedded_statements
-from slm.models import MemoryRecord, NewMemory, content_hash
+from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
 from slm.store import Store
 from slm.store.base import MAX_PASSAGES
+
+
+def write(
+    store: Store, profile: str, embedder: Embedder, checked: Sequence[NewMemory], *, auto: bool
+) -> list[Remembered]:
+    """Store ``checked`` memories (identical content is stored once, the first of several
+    in one batch is the one created) in one transaction and say what was done with each,
+    in order: the memories each replaces as it said, and the probable updates found
+    (with ``auto``, they supersede too)."""
+    known = store.existing(profile, [c.content_hash for c in checked])
+    _check_supersedes(store, profile, checked, known)
+    pending: dict[str, NewMemory] = {}
+    for c in checked:
+        if c.content_hash not in known:
+            pending.setdefault(c.content_hash, c)
+    new_items = prepare(store, profile, embedder, list(pending.values()))
+    ids = dict(known)
+    updates: dict[str, tuple[str, ...]] = {}
+    if new_items:
+        stored = store.insert(profile, new_items, supersede_updates=auto)
+        ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
+        updates = _updates_of(store, profile, [s.key for s in stored if s.created])
+    for c in checked:
+        if c.supersedes and c.content_hash in known:
+            (present,) = store.get(profile, [known[c.content_hash]])
+            store.versions.supersede(profile, present.id, c.supersedes, present.starts)
+    records = {r.id: r for r in store.get(profile, list(set(ids.values())))}
+    out = []
+    for c in checked:
+        created = c.content_hash not in known
+        known.setdefault(c.content_hash, ids[c.content_hash])
+        id_ = ids[c.content_hash]
+        said = tuple(c.supersedes)
+        found = updates.get(id_, ()) if created else ()
+        out.append(
+            Remembered(records[id_], created, tuple(i for i in found if i not in said), said)
+        )
+    return out
+
+
+def _check_supersedes(
+    store: Store, profile: str, checked: Sequence[NewMemory], known: Mapping[str, str]
+) -> None:
+    named = list(dict.fromkeys(id_ for c in checked for id_ in c.supersedes))
+    if not named:
+        return
+    targets = {r.id: r for r in store.get(profile, named)}
+    hashes = {known[c.content_hash]: c.content_hash for c in checked if c.content_hash in known}
+    existing = {hashes[r.id]: r for r in store.get(profile, list(hashes))}
+    supersede.check(profile, checked, targets, existing)
+
+
+def _updates_of(store: Store, profile: str, keys: Sequence[int]) -> dict[str, tuple[str, ...]]:
+    """For new memories (by key): the ids of the memories each probably updates."""
+    found: dict[str, list[str]] = {}
+    wanted = set(keys)
+    for update in store.versions.updates(profile, keys):
+        if update.newer in wanted and not update.explicit:
+            found.setdefault(update.newer_id, []).append(update.older_id)
+    return {id_: tuple(dict.fromkeys(olders)) for id_, olders in found.items()}
 
 
 def prepare(

@@ -49,6 +49,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 
+from slm.ingest import timewords as words
+
 __all__ = [
     "HORIZON_YEARS",
     "TimeSpan",
@@ -79,120 +81,6 @@ class _Hit:
 
 
 _Handler = Callable[[re.Match[str], date], TimeSpan | None]
-
-# ---------------------------------------------------------------- vocabulary
-
-_MONTH_FULL = (
-    "january|february|march|april|may|june|july|august|september|october|november|december"
-)
-_MONTH_NAMES = tuple(_MONTH_FULL.split("|"))
-_MONTHS: dict[str, int] = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
-_MONTHS.update({name[:3]: i + 1 for i, name in enumerate(_MONTH_NAMES)})
-_MONTHS["sept"] = 9
-_WEEKDAY_ALT = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_WEEKDAYS = tuple(_WEEKDAY_ALT.split("|"))
-_NUMBER_ALT = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
-_WORD_NUMBERS = {word: i + 1 for i, word in enumerate(_NUMBER_ALT.split("|"))}
-_WORD_NUMBERS.update({"a": 1, "an": 1})
-_BACKWARD = ("last", "past", "previous", "this past")
-_DIRECTION = {**dict.fromkeys(_BACKWARD, -1), "this": 0, "next": 1, "coming": 1}
-_GRANULARITY = {**{u: u for u in ("day", "week", "month", "year")}, "weekend": "range"}
-_SEASON_START = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
-# Month names that are also common words or given names need a cue.
-_CUE_NEEDED = frozenset({"may", "march", "april", "june", "august"})
-# "talked to June", "a book by April": these cues precede names too often.
-_NAME_CUES = frozenset({"to", "by", "around"})
-# Lower-case forms that are far more often a modal verb, verb or adjective.
-_AMBIGUOUS_LOWER = frozenset({"may", "march", "august", "mar", "aug"})
-
-# ------------------------------------------------------------------ patterns
-# Input whitespace is collapsed to single spaces first, so every pattern is a
-# bounded sequence of literal words: no nested or unbounded quantifiers, which
-# keeps each scan linear in the input length.
-
-_F = re.IGNORECASE
-_YEAR = r"(?:19[0-9]{2}|20[0-9]{2}|2100)(?![0-9])"
-_MONTH_ANY = _MONTH_FULL + "|sept|jan|feb|mar|apr|jun|jul|aug|sep|oct|nov|dec"
-_NUM = rf"[0-9]{{1,3}}|{_NUMBER_ALT}|a couple of|a couple|couple of|a few|few|several|an|a"
-_MOD = r"this past|last|past|previous|this|next|coming"
-_CUE = (
-    r"in|during|of|from|between|since|until|till|through|before|after|by"
-    r"|around|early|late|mid|to"
-)
-_ORD = r"(?P<o>st|nd|rd|th)?"
-
-_RE_RELATIVE_DAY = re.compile(
-    r"\b(?P<x>the day before yesterday|the day after tomorrow|yesterday|today"
-    r"|tonight|tomorrow|last night|this (?:morning|afternoon|evening))\b",
-    _F,
-)
-_RE_AGO = re.compile(
-    rf"\b(?P<x>(?P<n>{_NUM}) (?P<u>day|weekend|week|month|year)s? "
-    r"(?P<dir>ago|back|from now))\b",
-    _F,
-)
-_RE_UNIT = re.compile(
-    r"\b(?P<x>(?P<mod>this past|last|previous|this|next|coming) "
-    r"(?P<u>weekend|week|month|year))\b",
-    _F,
-)
-_RE_WEEKDAY = re.compile(rf"\b(?P<x>(?:(?P<mod>{_MOD}) )?(?P<wd>{_WEEKDAY_ALT}))\b", _F)
-_RE_BARE_MONTH = re.compile(
-    rf"\b(?:(?P<cue>{_CUE})[ -])?(?P<x>(?:(?P<mod>{_MOD}) )?(?P<mon>{_MONTH_FULL}))\b",
-    _F,
-)
-_RE_MONTH_YEAR = re.compile(rf"\b(?P<x>(?P<mon>{_MONTH_ANY})\b\.?(?:,| of)? (?P<y>{_YEAR}))", _F)
-_RE_MONTH_DAY = re.compile(
-    rf"\b(?P<x>(?P<mon>{_MONTH_ANY})\b\.? (?P<d>[0-9]{{1,2}}){_ORD}\b"
-    rf"(?:,? (?P<y>{_YEAR}))?)",
-    _F,
-)
-_RE_DAY_MONTH = re.compile(
-    rf"(?<![0-9])(?P<x>(?P<d>[0-9]{{1,2}}){_ORD}(?P<of> of)? (?P<mon>{_MONTH_ANY})\b"
-    rf"\.?(?:,? (?P<y>{_YEAR}))?)",
-    _F,
-)
-_RE_ISO = re.compile(
-    rf"(?<![0-9])(?P<x>(?P<y>{_YEAR})-(?P<m>[0-9]{{1,2}})-(?P<d>[0-9]{{1,2}}))(?![0-9])"
-)
-_RE_US = re.compile(rf"(?<![0-9/])(?P<x>(?P<m>[0-9]{{1,2}})/(?P<d>[0-9]{{1,2}})/(?P<y>{_YEAR}))")
-_RE_YEAR = re.compile(rf"\b(?P<cue>{_CUE}|year)[ -](?P<x>{_YEAR})", _F)
-_RE_YEAR_RANGE = re.compile(
-    rf"\b(?P<x>(?:(?P<pre>between|from) (?:the years? )?)?(?P<a>{_YEAR}) ?"
-    rf"(?P<conn>and|to|until|till|through|-|\u2013) ?(?P<b>{_YEAR}))",
-    _F,
-)
-_RE_SEASON = re.compile(
-    rf"\b(?:(?P<cue>{_CUE})[ -](?:the )?)?(?P<x>(?:(?P<mod>{_MOD}) )?"
-    rf"(?P<s>spring|summer|fall|autumn|winter)\b(?:(?: of|,)? (?P<y>{_YEAR}))?)",
-    _F,
-)
-# Words after a lower-case "may"/"march"/"august" that mark it as a verb or
-# adjective rather than a month.
-_RE_NOT_MONTH_NEXT = re.compile(
-    r" (?:be|been|have|had|not|also|well|never|still|just|only|even|seem|need"
-    r"|want|take|make|help|come|go|get|company|forward|along|past)\b",
-    _F,
-)
-_RE_RANGE_PRE = re.compile(r"\b(?:between|from) (?:the )?$", _F)
-_RE_RANGE_GAP = re.compile(
-    r" ?(?P<c>and|to|until|till|through|thru|-|\u2013|\u2014) ?(?:the )?", _F
-)
-_RE_OPEN = re.compile(
-    r"\b(?P<op>before|after|since|until|till|prior to|earlier than|later than) $",
-    _F,
-)
-_RE_DIGIT = re.compile(r"[0-9]")
-# Every rule above needs a digit or one of these words: text without any has no time
-# expression, and is passed over with one scan instead of one per rule.
-_RE_TRIGGER = re.compile(
-    rf"[0-9]|\b(?:{_MONTH_ANY}|{_WEEKDAY_ALT}|yesterday|today|tonight|tomorrow|night"
-    r"|morning|afternoon|evening|days?|weeks?|weekends?|months?|years?"
-    r"|spring|summer|fall|autumn|winter)\b",
-    _F,
-)
-_RE_HAS_YEAR = re.compile(rf"(?<![0-9]){_YEAR}")
-_RE_WS = re.compile(r"\s+")
 
 # ------------------------------------------------------------ date helpers
 
@@ -248,11 +136,11 @@ def _add_years(dt: datetime, years: int) -> datetime:
 
 
 def _month_num(word: str) -> int:
-    return _MONTHS[word.lower().rstrip(".")]
+    return words.MONTHS[word.lower().rstrip(".")]
 
 
 def _is_lower_ambiguous(word: str) -> bool:
-    return word.lower() in _AMBIGUOUS_LOWER and not word[:1].isupper()
+    return word.lower() in words.AMBIGUOUS_LOWER and not word[:1].isupper()
 
 
 def _count(token: str) -> tuple[int, bool]:
@@ -264,7 +152,7 @@ def _count(token: str) -> tuple[int, bool]:
         return 2, False
     if word.isdigit():
         return int(word), False
-    return _WORD_NUMBERS[word], False
+    return words.WORD_NUMBERS[word], False
 
 
 # ---------------------------------------------------------------- handlers
@@ -290,7 +178,7 @@ def _on_ago(m: re.Match[str], day: date) -> TimeSpan:
     sign = 1 if m.group("dir").lower() == "from now" else -1
     if not fuzzy:
         start, end = _unit_bounds(day, unit, sign * count)
-        return _span(start, end, m.group("x"), _GRANULARITY[unit])
+        return _span(start, end, m.group("x"), words.GRANULARITY[unit])
     near = _unit_bounds(day, unit, sign * (count - 1))
     far = _unit_bounds(day, unit, sign * (count + 1))
     return _span(min(near[0], far[0]), max(near[1], far[1]), m.group("x"), "range")
@@ -298,13 +186,13 @@ def _on_ago(m: re.Match[str], day: date) -> TimeSpan:
 
 def _on_unit(m: re.Match[str], day: date) -> TimeSpan:
     unit = m.group("u").lower()
-    start, end = _unit_bounds(day, unit, _DIRECTION[m.group("mod").lower()])
-    return _span(start, end, m.group("x"), _GRANULARITY[unit])
+    start, end = _unit_bounds(day, unit, words.DIRECTION[m.group("mod").lower()])
+    return _span(start, end, m.group("x"), words.GRANULARITY[unit])
 
 
 def _on_weekday(m: re.Match[str], day: date) -> TimeSpan:
-    target = _WEEKDAYS.index(m.group("wd").lower())
-    direction = _DIRECTION.get((m.group("mod") or "").lower(), 0)
+    target = words.WEEKDAYS.index(m.group("wd").lower())
+    direction = words.DIRECTION.get((m.group("mod") or "").lower(), 0)
     back = (day.weekday() - target) % 7
     if direction < 0:
         offset = -(back or 7)
@@ -317,14 +205,14 @@ def _on_weekday(m: re.Match[str], day: date) -> TimeSpan:
 
 
 def _plausible_month(m: re.Match[str], word: str, mod: str) -> bool:
-    if word.lower() not in _CUE_NEEDED:
+    if word.lower() not in words.CUE_NEEDED:
         return True
     cue = (m.group("cue") or "").lower()
-    if not mod and cue in _NAME_CUES | {""}:
+    if not mod and cue in words.NAME_CUES | {""}:
         return False
     if m.string.startswith("'s", m.end("x")):
         return False
-    return not (_is_lower_ambiguous(word) and _RE_NOT_MONTH_NEXT.match(m.string, m.end("x")))
+    return not (_is_lower_ambiguous(word) and words.RE_NOT_MONTH_NEXT.match(m.string, m.end("x")))
 
 
 def _on_bare_month(m: re.Match[str], day: date) -> TimeSpan | None:
@@ -333,7 +221,7 @@ def _on_bare_month(m: re.Match[str], day: date) -> TimeSpan | None:
     if not _plausible_month(m, word, mod):
         return None
     month = _month_num(word)
-    direction = _DIRECTION.get(mod)
+    direction = words.DIRECTION.get(mod)
     if direction is None:
         year = day.year - (1 if month > day.month else 0)
     elif direction < 0:
@@ -383,7 +271,7 @@ def _on_year_range(m: re.Match[str], day: date) -> TimeSpan | None:
 
 
 def _season_bounds(year: int, season: str) -> tuple[date, date]:
-    return _month_bounds(year, _SEASON_START[season], 3)
+    return _month_bounds(year, words.SEASON_START[season], 3)
 
 
 def _on_season(m: re.Match[str], day: date) -> TimeSpan | None:
@@ -395,7 +283,7 @@ def _on_season(m: re.Match[str], day: date) -> TimeSpan | None:
     if not (mod or m.group("cue")):
         return None
     options = [_season_bounds(y, season) for y in range(day.year - 2, day.year + 2)]
-    direction = _DIRECTION.get(mod)
+    direction = words.DIRECTION.get(mod)
     if direction is None:
         start, end = [o for o in options if o[0] <= day][-1]
     elif direction < 0:
@@ -411,19 +299,19 @@ def _on_season(m: re.Match[str], day: date) -> TimeSpan | None:
 
 # More specific rules first: equal-length overlaps keep the earlier rule.
 _RULES: tuple[tuple[re.Pattern[str], _Handler], ...] = (
-    (_RE_ISO, _on_numeric),
-    (_RE_US, _on_numeric),
-    (_RE_YEAR_RANGE, _on_year_range),
-    (_RE_MONTH_DAY, _on_calendar_day),
-    (_RE_DAY_MONTH, _on_day_month),
-    (_RE_MONTH_YEAR, _on_month_year),
-    (_RE_SEASON, _on_season),
-    (_RE_RELATIVE_DAY, _on_relative_day),
-    (_RE_AGO, _on_ago),
-    (_RE_UNIT, _on_unit),
-    (_RE_WEEKDAY, _on_weekday),
-    (_RE_BARE_MONTH, _on_bare_month),
-    (_RE_YEAR, _on_year),
+    (words.RE_ISO, _on_numeric),
+    (words.RE_US, _on_numeric),
+    (words.RE_YEAR_RANGE, _on_year_range),
+    (words.RE_MONTH_DAY, _on_calendar_day),
+    (words.RE_DAY_MONTH, _on_day_month),
+    (words.RE_MONTH_YEAR, _on_month_year),
+    (words.RE_SEASON, _on_season),
+    (words.RE_RELATIVE_DAY, _on_relative_day),
+    (words.RE_AGO, _on_ago),
+    (words.RE_UNIT, _on_unit),
+    (words.RE_WEEKDAY, _on_weekday),
+    (words.RE_BARE_MONTH, _on_bare_month),
+    (words.RE_YEAR, _on_year),
 )
 
 # ------------------------------------------------------------------ scanner
@@ -457,9 +345,9 @@ def _select(hits: list[_Hit]) -> list[_Hit]:
 
 def _reanchor_month(left: TimeSpan, right: TimeSpan) -> TimeSpan:
     """In "between May and July 2023" the first month takes the second's year."""
-    if left.granularity != "month" or _RE_DIGIT.search(left.text):
+    if left.granularity != "month" or words.RE_DIGIT.search(left.text):
         return left
-    if not _RE_HAS_YEAR.search(right.text):
+    if not words.RE_HAS_YEAR.search(right.text):
         return left
     month = left.start.month
     year = right.start.year - (1 if month > right.start.month else 0)
@@ -467,10 +355,10 @@ def _reanchor_month(left: TimeSpan, right: TimeSpan) -> TimeSpan:
 
 
 def _try_range(text: str, left: _Hit, right: _Hit) -> _Hit | None:
-    gap = _RE_RANGE_GAP.fullmatch(text, left.end, right.pos)
+    gap = words.RE_RANGE_GAP.fullmatch(text, left.end, right.pos)
     if gap is None:
         return None
-    pre = _RE_RANGE_PRE.search(text, max(0, left.pos - 12), left.pos)
+    pre = words.RE_RANGE_PRE.search(text, max(0, left.pos - 12), left.pos)
     if pre is None and gap.group("c").lower() == "and":
         return None
     first = _reanchor_month(left.span, right.span)
@@ -491,7 +379,7 @@ def _merge_ranges(text: str, hits: list[_Hit]) -> list[_Hit]:
 
 
 def _open_ended(text: str, hit: _Hit) -> _Hit:
-    m = _RE_OPEN.search(text, max(0, hit.pos - 14), hit.pos)
+    m = words.RE_OPEN.search(text, max(0, hit.pos - 14), hit.pos)
     if m is None:
         return hit
     op, span = m.group("op").lower(), hit.span
@@ -519,9 +407,9 @@ def _dedupe(spans: Iterable[TimeSpan]) -> list[TimeSpan]:
 
 
 def _scan(text: str, anchor: datetime, query: bool) -> list[TimeSpan]:
-    if not _RE_TRIGGER.search(text):
+    if not words.RE_TRIGGER.search(text):
         return []
-    norm = _RE_WS.sub(" ", text)
+    norm = words.RE_WS.sub(" ", text)
     hits = _merge_ranges(norm, _select(_candidates(norm, _utc(anchor).date())))
     if query:
         hits = [_open_ended(norm, hit) for hit in hits]
@@ -559,10 +447,10 @@ _RE_WHEN_QUESTION = re.compile(
     r"|\b(?:in|on|at|during) what (?:date|day|year|month|season|time)\b"
     r"|\bhow long ago\b"
     r"|\bhow many (?:days|weeks|months|years) ago\b",
-    _F,
+    words.F,
 )
 
 
 def is_when_question(text: str) -> bool:
     """Whether a question asks for a point in time rather than a fact."""
-    return _RE_WHEN_QUESTION.search(_RE_WS.sub(" ", text).strip()) is not None
+    return _RE_WHEN_QUESTION.search(words.RE_WS.sub(" ", text).strip()) is not None

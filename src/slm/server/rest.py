@@ -19,14 +19,12 @@ import logging
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from slm import __version__, validate
-from slm.embed import Embedder
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
 from slm.models import RecallRequest
@@ -57,6 +55,7 @@ try:
         ok,
     )
     from slm.server.guard import Guard, error_response, is_page
+    from slm.server.pool import Profiles
     from slm.server.web.docs import add_docs
     from slm.server.web.pages import add_pages, error_page
     from slm.server.web.sessions import MIN_TOKEN_CHARS, Attempts, Sessions
@@ -68,69 +67,6 @@ log = logging.getLogger("slm.server.rest")
 MAX_BODY_BYTES = 1024 * 1024
 _PROFILE = f"^{validate.PROFILE_PATTERN.pattern}$"
 _MEMORY_ID = "^[0-9a-f]{16}$"
-
-
-# -- profiles --------------------------------------------------------------------------------
-
-
-class Profiles:
-    """One open :class:`Memory` per profile, all over one store file and one embedder.
-
-    At most ``limit`` stay open; the least recently used idle one is closed to make room,
-    and one evicted while a request still uses it is closed when that request ends.
-    """
-
-    def __init__(self, location: Location, settings: Settings, limit: int = 32) -> None:
-        self.location, self.settings, self.limit = location, settings, limit
-        self._lock = threading.Lock()
-        self._open: OrderedDict[str, Memory] = OrderedDict()
-        self._users: dict[int, int] = {}
-        self._embedder: Embedder | None = None
-
-    @contextmanager
-    def lease(self, profile: str) -> Iterator[Memory]:
-        memory = self._acquire(profile)
-        try:
-            yield memory
-        finally:
-            self._release(memory)
-
-    def _acquire(self, profile: str) -> Memory:
-        with self._lock:
-            memory = self._open.get(profile)
-            if memory is None:
-                memory = Memory(
-                    self.location,
-                    profile=profile,
-                    settings=self.settings,
-                    embedder=self._embedder,
-                )
-                self._embedder = memory.embedder  # loading the model once is enough
-                self._open[profile] = memory
-                self._evict()
-            self._open.move_to_end(profile)
-            self._users[id(memory)] = self._users.get(id(memory), 0) + 1
-            return memory
-
-    def _release(self, memory: Memory) -> None:
-        with self._lock:
-            left = self._users[id(memory)] = self._users[id(memory)] - 1
-            if left == 0:
-                del self._users[id(memory)]
-                if self._open.get(memory.profile) is not memory:
-                    memory.close()
-
-    def _evict(self) -> None:
-        for profile in list(self._open)[: max(0, len(self._open) - self.limit)]:
-            memory = self._open.pop(profile)
-            if id(memory) not in self._users:
-                memory.close()
-
-    def close(self) -> None:
-        with self._lock:
-            for memory in self._open.values():
-                memory.close()
-            self._open.clear()
 
 
 def _profile(
