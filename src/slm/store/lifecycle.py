@@ -306,6 +306,9 @@ class RelationalVersions:
         return int(self._store._select(sql, (profile,))[0][0])
 
     def exist(self, profile: str) -> bool:
+        return self._store.cache.value("versions", profile, lambda: self._exist(profile))
+
+    def _exist(self, profile: str) -> bool:
         m = self._mark
         rows = self._store._select(
             f"SELECT EXISTS (SELECT 1 FROM fact_updates WHERE profile = {m}) OR EXISTS "

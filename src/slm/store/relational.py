@@ -17,6 +17,8 @@ import json
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
 from slm.models import MemoryRecord, NewMemory, from_micros
@@ -29,6 +31,7 @@ from slm.store.base import (
 )
 from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
+from slm.store.readcache import NoCache, ReadCache
 
 T = TypeVar("T")
 
@@ -43,6 +46,10 @@ class Relational(ABC):
     @property
     def mark(self) -> str:
         return self.dialect.mark
+
+    #: per-memory rows kept between recalls (a store that can follow others' commits
+    #: sets a :class:`ReadCache`)
+    cache: ReadCache = NoCache()
 
     @functools.cached_property
     def feedback(self) -> feedback.RelationalFeedback:
@@ -65,7 +72,8 @@ class Relational(ABC):
     @abstractmethod
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
         """``work`` in one write transaction (with ``profile``: holding its write lock where
-        the database has one)."""
+        the database has one). A write that changes memories or what derives from them
+        names its profile; only feedback, the recall log and settings pass None."""
 
     @abstractmethod
     def _insert_memories(
@@ -97,6 +105,16 @@ class Relational(ABC):
         for row in self._select_in(head, profile, keys):
             out[row[0]].append(tuple(row[1:]))
         return dict(out)
+
+    def _sorted_groups(
+        self, kind: str, head: str, profile: str, keys: Iterable[int]
+    ) -> dict[int, list[Any]]:
+        """:meth:`_grouped`, each group sorted, through the read cache as ``kind``."""
+
+        def fetch(missing: list[int]) -> dict[int, list[Any]]:
+            return {k: sorted(v) for k, v in self._grouped(head, profile, missing).items()}
+
+        return self.cache.keyed(kind, profile, keys, fetch)
 
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
         key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
@@ -152,7 +170,14 @@ class Relational(ABC):
         return [by_id[i] for i in ids if i in by_id]
 
     def get_by_keys(self, profile: str, keys: Iterable[int]) -> dict[int, MemoryRecord]:
-        return {r.key: r for r in self._memories(profile, "key", keys)}
+        def fetch(missing: list[int]) -> dict[int, MemoryRecord]:
+            # kept records are shared by recalls: their metadata cannot be changed in place
+            return {
+                r.key: replace(r, metadata=MappingProxyType(dict(r.metadata)))
+                for r in self._memories(profile, "key", missing)
+            }
+
+        return self.cache.keyed("records", profile, keys, fetch)
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self.dialect.where(profile, filters)
@@ -275,7 +300,12 @@ class Relational(ABC):
             f"SELECT key, terms FROM lex_docs WHERE {self.dialect.by_key}profile = {self.mark} "
             "AND key"
         )
-        return {key: terms.split() for key, terms in self._select_in(head, profile, keys)}
+        return self.cache.keyed(
+            "terms",
+            profile,
+            keys,
+            lambda missing: {k: t.split() for k, t in self._select_in(head, profile, missing)},
+        )
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
         m = self.mark
@@ -314,7 +344,7 @@ class Relational(ABC):
             "SELECT m.key, e.id, e.name, e.mentions, m.speaker FROM mentions m JOIN entities e "
             f"ON e.id = m.entity WHERE {self.dialect.by_key}e.profile = {self.mark} AND m.key"
         )
-        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
+        return self._sorted_groups("entities", head, profile, keys)
 
     def edges_from(
         self, profile: str, keys: Sequence[int]
@@ -323,14 +353,19 @@ class Relational(ABC):
             "SELECT src, dst, kind, weight FROM edges "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND src"
         )
-        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
+        return self._sorted_groups("edges", head, profile, keys)
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         head = (
             "SELECT key, event_time FROM memories "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
         )
-        return dict(self._select_in(head, profile, keys))
+        return self.cache.keyed(
+            "event_times",
+            profile,
+            keys,
+            lambda missing: dict(self._select_in(head, profile, missing)),
+        )
 
     def referenced_times(
         self, profile: str, keys: Sequence[int]
@@ -339,4 +374,4 @@ class Relational(ABC):
             "SELECT key, start_us, end_us FROM memory_times "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
         )
-        return {k: sorted(v) for k, v in self._grouped(head, profile, keys).items()}
+        return self._sorted_groups("times", head, profile, keys)

@@ -26,6 +26,7 @@ from slm.store import fields
 from slm.store.base import Postings
 from slm.store.files import private_directory, private_file
 from slm.store.lifecycle import Cursor
+from slm.store.readcache import ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
@@ -61,6 +62,7 @@ class SQLiteStore(Relational):
             raise
         self.vectors = SQLiteVectors(self._conn, Path(f"{self.path}.index"), dim, store_id)
         self._allowed = fields.AllowedKeys()
+        self.cache = ReadCache(lambda: int(self._conn.rows("PRAGMA data_version")[0][0]))
 
     @property
     def busy_retries(self) -> int:
@@ -97,7 +99,13 @@ class SQLiteStore(Relational):
         return self._conn.read(work)
 
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
-        return self._write(work)
+        # a write for a profile changes memories or what derives from them; the others
+        # (feedback, the recall log, settings) change nothing the read cache keeps
+        try:
+            return self._write(work)
+        finally:
+            if profile is not None:
+                self.cache.clear()
 
     # -- writes -----------------------------------------------------------------------
 

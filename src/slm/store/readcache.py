@@ -1,0 +1,112 @@
+"""What a recall reads of each memory, kept in memory between recalls while the store has
+not changed: the memory itself, its entities, its edges, its times and its terms.
+
+Every recall reads these rows again for the memories it ranks (tens to hundreds of them,
+mostly the same ones from question to question), and reading them through SQL is a large
+part of a recall's time after the question's embedding. The store stays the truth: the
+cache is emptied by every write of the store's own connection and whenever another
+connection committed (``version``, SQLite's ``PRAGMA data_version``), checked on every
+read. A fetch that overlapped a write of this process is returned but not kept, so a
+value read before a commit never outlives it.
+
+Memory is bounded: each kind keeps at most :data:`LIMIT` memories, the oldest read
+leaving first. A store that cannot tell when another process wrote (PostgreSQL with
+several servers) uses :class:`NoCache`, which reads through every time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+V = TypeVar("V")
+
+#: Memories kept per kind of row (records, entities, edges, ...) across all profiles.
+LIMIT = 50_000
+
+_ABSENT: Any = object()
+
+
+class ReadCache:
+    """Rows per memory key, valid while ``version()`` is unchanged and this process did
+    not write (:meth:`clear`)."""
+
+    def __init__(self, version: Callable[[], int], limit: int = LIMIT) -> None:
+        self._version = version
+        self._seen = -1
+        self._limit = limit
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._kinds: dict[str, dict[tuple[str, int], Any]] = {}
+
+    def clear(self) -> None:
+        """This process wrote: nothing kept may be read again."""
+        with self._lock:
+            self._generation += 1
+            self._kinds.clear()
+
+    def keyed(
+        self,
+        kind: str,
+        profile: str,
+        keys: Iterable[int],
+        fetch: Callable[[list[int]], dict[int, V]],
+    ) -> dict[int, V]:
+        """``fetch(keys)`` for the keys not kept, the kept values for the rest; keys with
+        no row stay out of the answer, as they do from ``fetch``. In key order, as the
+        stores' indexes answer."""
+        self._follow()
+        generation = self._generation
+        kept = self._kinds.setdefault(kind, {})
+        found: dict[int, V] = {}
+        missing: list[int] = []
+        for key in dict.fromkeys(keys):
+            value = kept.get((profile, key), _ABSENT)
+            if value is _ABSENT:
+                missing.append(key)
+            elif value is not None:
+                found[key] = value
+        if not missing:
+            return dict(sorted(found.items()))
+        fetched = fetch(missing)
+        with self._lock:
+            if generation == self._generation:
+                for key in missing:
+                    kept[(profile, key)] = fetched.get(key)
+                for _ in range(len(kept) - self._limit):
+                    del kept[next(iter(kept))]
+        found.update(fetched)
+        return dict(sorted(found.items()))
+
+    def value(self, kind: str, profile: str, fetch: Callable[[], V]) -> V:
+        """One value per profile (``fetch()`` once while nothing changes)."""
+        return self.keyed(kind, profile, (0,), lambda _: {0: fetch()})[0]
+
+    def _follow(self) -> None:
+        """Empty the cache when another connection committed since the last read."""
+        version = self._version()
+        if version != self._seen:
+            with self._lock:
+                self._generation += 1
+                self._kinds.clear()
+                self._seen = version
+
+
+class NoCache(ReadCache):
+    """Reads through every time, for a store that cannot tell when others wrote."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: 0, limit=0)
+
+    def keyed(
+        self,
+        kind: str,
+        profile: str,
+        keys: Iterable[int],
+        fetch: Callable[[list[int]], dict[int, V]],
+    ) -> dict[int, V]:
+        return fetch(list(dict.fromkeys(keys)))
+
+    def value(self, kind: str, profile: str, fetch: Callable[[], V]) -> V:
+        return fetch()

@@ -1,0 +1,138 @@
+"""The SQLite store keeps what recalls read of each memory between recalls
+(slm.store.readcache): recall through it returns exactly what recall through SQL returns,
+after any sequence of writes, updates, unlinks and forgets, by this process or another."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slm import Memory, Settings
+from slm.errors import InvalidInput
+from slm.store.readcache import NoCache, ReadCache
+
+WORDS = (
+    "boiler garden Lisbon Porto violin marathon sister dentist invoice Tuesday May "
+    "Ana Ben moved switched started trained painted bought visited 2021 2023 three"
+).split()
+SPEAKERS = ("Ana", "Ben", None)
+
+
+def _sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9)))
+
+
+def _seen(memory: Memory, question: str) -> list[dict[str, Any]]:
+    """Each result whole (the memory, its validity, its scores, its probable updates)."""
+    response = memory.recall(question, k=8)
+    return [{**r.to_dict(), "channels": dict(r.channels)} for r in response.results]
+
+
+def _through_sql(memory: Memory, question: str) -> list[dict[str, Any]]:
+    kept = memory.store.cache  # type: ignore[attr-defined]
+    memory.store.cache = NoCache()  # type: ignore[attr-defined]
+    try:
+        return _seen(memory, question)
+    finally:
+        memory.store.cache = kept  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_recall_through_the_cache_equals_recall_through_sql(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        assert isinstance(memory.store.cache, ReadCache)  # type: ignore[attr-defined]
+        ids: list[str] = []
+        for step in range(60):
+            roll = rng.random()
+            when = start + timedelta(days=step)
+            if roll < 0.45 or len(ids) < 3:
+                done = memory.remember(_sentence(rng), event_time=when, source=rng.choice(SPEAKERS))
+                ids.append(done.id)
+            elif roll < 0.55:
+                current = [i for i in ids if memory.get(i).superseded_by is None]
+                # refused when it is the same text again
+                with contextlib.suppress(InvalidInput):
+                    ids.append(memory.update(rng.choice(current), _sentence(rng)).id)
+            elif roll < 0.65:
+                gone = ids.pop(rng.randrange(len(ids)))
+                memory.forget(gone)
+            elif roll < 0.7:
+                for record in memory.list(limit=50):
+                    if record.superseded_by:
+                        memory.unlink(record.id, record.superseded_by)
+                        break
+            else:
+                question = _sentence(rng) + "?"
+                cached = _seen(memory, question)
+                assert cached == _through_sql(memory, question), f"step {step}: {question}"
+                assert _seen(memory, question) == cached
+
+
+def test_another_connection_s_writes_are_seen_at_once(tmp_path: Path) -> None:
+    settings = Settings(embedder="fake")
+    path = tmp_path / "m.db"
+    with Memory(path, settings=settings) as mine, Memory(path, settings=settings) as theirs:
+        first = mine.remember("the boiler is serviced in May")
+        assert [r.memory.id for r in mine.recall("boiler serviced").results] == [first.id]
+        newer = theirs.update(first.id, "the boiler is serviced in June")
+        seen = {r.memory.id: r for r in mine.recall("boiler serviced").results}
+        assert seen[newer.id].memory.content == "the boiler is serviced in June"
+        assert first.id not in seen or seen[first.id].memory.superseded_by == newer.id
+        theirs.forget([newer.id])
+        assert newer.id not in {r.memory.id for r in mine.recall("boiler serviced").results}
+        assert _seen(mine, "boiler June") == _through_sql(mine, "boiler June")
+
+
+def test_kept_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        memory.remember("the boiler is serviced in May", metadata={"room": "cellar"})
+        (result,) = memory.recall("boiler").results
+        with pytest.raises(TypeError):
+            result.memory.metadata["room"] = "attic"  # type: ignore[index]
+        assert memory.recall("boiler").results[0].memory.metadata == {"room": "cellar"}
+        assert result.to_dict()["metadata"] == {"room": "cellar"}
+
+
+def test_the_cache_is_bounded_and_follows_its_version() -> None:
+    version = [0]
+    cache = ReadCache(lambda: version[0], limit=3)
+    fetched: list[list[int]] = []
+
+    def fetch(keys: list[int]) -> dict[int, Any]:
+        fetched.append(keys)
+        return {k: f"row {k}" for k in keys if k != 2}
+
+    assert cache.keyed("rows", "p", [1, 2, 3], fetch) == {1: "row 1", 3: "row 3"}
+    assert cache.keyed("rows", "p", [3, 2, 1], fetch) == {1: "row 1", 3: "row 3"}
+    assert fetched == [[1, 2, 3]]  # a key without a row is kept as such
+    cache.keyed("rows", "p", [4, 5], fetch)
+    assert cache.keyed("rows", "p", [5], fetch) == {5: "row 5"}
+    assert fetched[-1] == [4, 5]  # 5 is among the newest 3
+    cache.keyed("rows", "p", [1], fetch)
+    assert fetched[-1] == [1]  # 1 was among the oldest and left
+    assert cache.keyed("rows", "q", [1], fetch) == {1: "row 1"}
+    assert fetched[-1] == [1]  # profiles are kept apart
+    version[0] += 1
+    cache.keyed("rows", "q", [1], fetch)
+    assert fetched[-1] == [1]  # another connection committed: read again
+    cache.clear()
+    cache.keyed("rows", "q", [1], fetch)
+    assert len(fetched) == 6
+
+
+def test_a_fetch_that_overlapped_a_write_is_not_kept() -> None:
+    cache = ReadCache(lambda: 0)
+
+    def fetch_during_a_write(keys: list[int]) -> dict[int, Any]:
+        cache.clear()  # this process committed while the rows were being read
+        return {k: "read before the commit" for k in keys}
+
+    assert cache.keyed("rows", "p", [1], fetch_during_a_write) == {1: "read before the commit"}
+    assert cache.keyed("rows", "p", [1], lambda keys: {1: "fresh"}) == {1: "fresh"}
