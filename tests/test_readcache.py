@@ -14,7 +14,7 @@ import pytest
 
 from slm import Memory, Settings
 from slm.errors import InvalidInput
-from slm.store.readcache import NoCache, ReadCache
+from slm.store.readcache import ReadCache
 
 WORDS = (
     "boiler garden Lisbon Porto violin marathon sister dentist invoice Tuesday May "
@@ -35,7 +35,7 @@ def _seen(memory: Memory, question: str) -> list[dict[str, Any]]:
 
 def _through_sql(memory: Memory, question: str) -> list[dict[str, Any]]:
     kept = memory.store.cache  # type: ignore[attr-defined]
-    memory.store.cache = NoCache()  # type: ignore[attr-defined]
+    memory.store.cache = ReadCache(None)  # type: ignore[attr-defined]
     try:
         return _seen(memory, question)
     finally:

@@ -11,7 +11,7 @@ value read before a commit never outlives it.
 
 Memory is bounded: each kind keeps at most :data:`LIMIT` memories, the oldest read
 leaving first. A store that cannot tell when another process wrote (PostgreSQL with
-several servers) uses :class:`NoCache`, which reads through every time.
+several servers) uses ``ReadCache(None)``, which reads through every time.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import Any, TypeVar
 V = TypeVar("V")
 
 #: Memories kept per kind of row (records, entities, edges, ...) across all profiles.
-LIMIT = 50_000
+LIMIT = 20_000
 
 _ABSENT: Any = object()
 
 
 class ReadCache:
     """Rows per memory key, valid while ``version()`` is unchanged and this process did
-    not write (:meth:`clear`)."""
+    not write (:meth:`clear`); without ``version``, nothing is kept."""
 
-    def __init__(self, version: Callable[[], int], limit: int = LIMIT) -> None:
+    def __init__(self, version: Callable[[], int] | None, limit: int = LIMIT) -> None:
         self._version = version
         self._seen = -1
         self._limit = limit
@@ -56,6 +56,8 @@ class ReadCache:
         """``fetch(keys)`` for the keys not kept, the kept values for the rest; keys with
         no row stay out of the answer, as they do from ``fetch``. In key order, as the
         stores' indexes answer."""
+        if self._version is None:
+            return fetch(list(dict.fromkeys(keys)))
         self._follow()
         generation = self._generation
         kept = self._kinds.setdefault(kind, {})
@@ -85,28 +87,10 @@ class ReadCache:
 
     def _follow(self) -> None:
         """Empty the cache when another connection committed since the last read."""
+        assert self._version is not None
         version = self._version()
         if version != self._seen:
             with self._lock:
                 self._generation += 1
                 self._kinds.clear()
                 self._seen = version
-
-
-class NoCache(ReadCache):
-    """Reads through every time, for a store that cannot tell when others wrote."""
-
-    def __init__(self) -> None:
-        super().__init__(lambda: 0, limit=0)
-
-    def keyed(
-        self,
-        kind: str,
-        profile: str,
-        keys: Iterable[int],
-        fetch: Callable[[list[int]], dict[int, V]],
-    ) -> dict[int, V]:
-        return fetch(list(dict.fromkeys(keys)))
-
-    def value(self, kind: str, profile: str, fetch: Callable[[], V]) -> V:
-        return fetch()

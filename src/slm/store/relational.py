@@ -31,7 +31,7 @@ from slm.store.base import (
 )
 from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
-from slm.store.readcache import NoCache, ReadCache
+from slm.store.readcache import ReadCache
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ class Relational(ABC):
 
     #: per-memory rows kept between recalls (a store that can follow others' commits
     #: sets a :class:`ReadCache`)
-    cache: ReadCache = NoCache()
+    cache: ReadCache = ReadCache(None)
 
     @functools.cached_property
     def feedback(self) -> feedback.RelationalFeedback:
