@@ -144,6 +144,8 @@ def test_small_run_reports_everything_and_plots(
     assert 0 < single["p50"] <= single["p95"] <= single["max"]
     latency = report["latency_ms"]
     assert 0 < latency["p50"] <= latency["p95"] <= latency["p99"] <= latency["max"]
+    embedded = report["embed_ms"]
+    assert 0 < embedded["p50"] <= embedded["p95"] <= embedded["max"]
     assert report["channels_ran"]["queries"] == 10
     assert set(report["channels_ran"]["all"]) == set(report["channels"])
     assert report["peak_rss_mb"] > 20 and report["peak_rss_ingest_mb"] > 20
