@@ -90,7 +90,5 @@ class ReadCache:
         assert self._version is not None
         version = self._version()
         if version != self._seen:
-            with self._lock:
-                self._generation += 1
-                self._kinds.clear()
-                self._seen = version
+            self.clear()
+            self._seen = version

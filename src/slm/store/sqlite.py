@@ -62,7 +62,7 @@ class SQLiteStore(Relational):
             raise
         self.vectors = SQLiteVectors(self._conn, Path(f"{self.path}.index"), dim, store_id)
         self._allowed = fields.AllowedKeys()
-        self.cache = ReadCache(lambda: int(self._conn.rows("PRAGMA data_version")[0][0]))
+        self.cache = ReadCache(self._conn.data_version)
 
     @property
     def busy_retries(self) -> int:

@@ -105,6 +105,10 @@ class Connection:
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         return self.read(lambda db: db.execute(sql, params).fetchall())
 
+    def data_version(self) -> int:
+        """Changes whenever another connection commits to the file (not this one)."""
+        return int(self.rows("PRAGMA data_version")[0][0])
+
     def snapshot(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` inside one read transaction: every statement sees the same commit."""
 

@@ -91,9 +91,6 @@ class VectorCache:
         self.source = source
         self.states: dict[str, IndexState] = {}
 
-    def _version(self) -> int:
-        return int(self._conn.rows("PRAGMA data_version")[0][0])
-
     def mark_dirty(self) -> None:
         """Our own connection committed: every index must look for changes."""
         for state in self.states.values():
@@ -113,7 +110,7 @@ class VectorCache:
     def _stale(self, state: IndexState) -> bool:
         """Whether rows may have changed since the index last caught up (a commit of ours,
         or of another connection)."""
-        return state.dirty or self._version() != state.data_version
+        return state.dirty or self._conn.data_version() != state.data_version
 
     def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
         """The vectors each of ``memories`` owns in the profile's index (for a source of
@@ -167,7 +164,7 @@ class VectorCache:
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply rows after the watermark, then removals (in that order, so a row removed
         while we read is still seen in the log)."""
-        state.data_version = self._version()
+        state.data_version = self._conn.data_version()
         source = self.source
         while True:
             rows = self._conn.rows(
