@@ -136,3 +136,39 @@ def test_a_fetch_that_overlapped_a_write_is_not_kept() -> None:
 
     assert cache.keyed("rows", "p", [1], fetch_during_a_write) == {1: "read before the commit"}
     assert cache.keyed("rows", "p", [1], lambda keys: {1: "fresh"}) == {1: "fresh"}
+
+
+def test_probable_and_explicit_updates_through_the_cache_equal_sql(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    cities = ("Porto", "Lisbon", "Berlin", "Madrid", "Rome")
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        versions, profile = memory.store.versions, memory.profile
+        for step in range(40):
+            when = start + timedelta(days=step)
+            records = memory.list(limit=100)
+            roll = rng.random()
+            if roll < 0.5 or len(records) < 3:
+                person = rng.choice(("Ana", "Ben"))
+                memory.remember(f"{person} moved to {rng.choice(cities)}.", event_time=when)
+            elif roll < 0.65:
+                older = rng.choice([r for r in records if r.superseded_by is None])
+                with contextlib.suppress(InvalidInput):
+                    memory.update(older.id, f"Ana lives in {rng.choice(cities)}.")
+            elif roll < 0.8:
+                pairs = versions.updates(profile, [r.key for r in records])
+                if pairs:
+                    pair = rng.choice(pairs)
+                    memory.unlink(pair.older_id, pair.newer_id)
+            elif roll < 0.9:
+                memory.forget(rng.choice(records).id)
+            keys = [r.key for r in memory.list(limit=100)]
+            asked = rng.sample(keys, k=min(len(keys), rng.randint(1, 6)))
+            cached = versions.updates(profile, asked)
+            kept = memory.store.cache  # type: ignore[attr-defined]
+            memory.store.cache = ReadCache(None)  # type: ignore[attr-defined]
+            try:
+                assert cached == versions.updates(profile, asked), f"step {step}"
+            finally:
+                memory.store.cache = kept  # type: ignore[attr-defined]
+        assert versions.update_count(profile) > 3  # probable updates were read, not only none

@@ -252,23 +252,28 @@ class RelationalVersions:
         )
 
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        def fetch(missing: list[int]) -> dict[int, list[Update]]:
+            found: dict[int, list[Update]] = {key: [] for key in missing}
+            for part in dialect.slices(missing):
+                rows = self._store._select(
+                    self._updates_sql(len(part), dialect.by_key),
+                    [*part, profile, *part, profile, *part, profile],
+                )
+                for older, newer, o, n, slot, start, side in rows:
+                    update = Update(older, newer, o, n, slot, from_micros(start))
+                    found[newer if side == "newer" else older].append(update)
+            return found
+
         dialect = self._store.dialect
-        found: list[Update] = []
-        for part in dialect.slices(keys):
-            rows = self._store._select(
-                self._updates_sql(len(part), dialect.by_key),
-                [*part, profile, *part, profile, *part, profile],
-            )
-            found.extend(
-                Update(older, newer, o, n, slot, from_micros(start))
-                for older, newer, o, n, slot, start in rows
-            )
-        return list(dict.fromkeys(found))
+        kept = self._store.cache.keyed("updates", profile, keys, fetch)
+        found = dict.fromkeys(update for touching in kept.values() for update in touching)
+        return sorted(found, key=lambda u: (u.older, u.newer, u.slot))
 
     def _updates_sql(self, count: int, by_key: str) -> str:
-        """The updates that touch ``count`` keys: probable ones where a key is the older or
-        the newer memory, explicit ones (``superseded_by``, slot ``""``) where it is the
-        older. Parameters: the keys and the profile, three times.
+        """The updates that touch ``count`` keys, each with the side its key is on: probable
+        ones where a key is the older or the newer memory, explicit ones (``superseded_by``,
+        slot ``""``) where it is the older. Parameters: the keys and the profile, three
+        times.
 
         ``by_key`` prefixes the profile columns: SQLite's ``+`` keeps its planner on the
         keys' indexes instead of a scan of the profile's rows. Explicit updates are read
@@ -277,18 +282,21 @@ class RelationalVersions:
         m = self._mark
         keys = ", ".join([m] * count)
         start = "coalesce(n.valid_from, n.event_time)"
-        probable = (
-            f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start} FROM fact_updates u "
-            "JOIN memories o ON o.key = u.older JOIN memories n ON n.key = u.newer "
-        )
-        return (
-            f"{probable}WHERE u.older IN ({keys}) AND {by_key}u.profile = {m} "
-            f"UNION {probable}WHERE u.newer IN ({keys}) AND {by_key}u.profile = {m} "
-            f"UNION SELECT o.key, n.key, o.id, n.id, '', {start} FROM memories o "
+
+        def probable(side: str) -> str:
+            return (
+                f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start}, '{side}' "
+                "FROM fact_updates u JOIN memories o ON o.key = u.older "
+                f"JOIN memories n ON n.key = u.newer "
+                f"WHERE u.{side} IN ({keys}) AND {by_key}u.profile = {m}"
+            )
+
+        explicit = (
+            f"SELECT o.key, n.key, o.id, n.id, '', {start}, 'older' FROM memories o "
             "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
-            f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {m} "
-            "ORDER BY 1, 2, 5"
+            f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {m}"
         )
+        return f"{probable('older')} UNION ALL {probable('newer')} UNION ALL {explicit}"
 
     def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
         if not slots:

@@ -330,7 +330,10 @@ class Relational(ABC):
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
     ) -> dict[int, list[int]]:
-        return self._read(lambda cur: self.dialect.entity_members(cur, profile, entities, limit))
+        def fetch(missing: list[int]) -> dict[int, list[int]]:
+            return self._read(lambda cur: self.dialect.entity_members(cur, profile, missing, limit))
+
+        return self.cache.keyed(f"members {limit}", profile, entities, fetch)
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int

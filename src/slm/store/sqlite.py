@@ -101,11 +101,12 @@ class SQLiteStore(Relational):
     def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
         # a write for a profile changes memories or what derives from them; the others
         # (feedback, the recall log, settings) change nothing the read cache keeps
+        if profile is None:  # nor anything a vector index holds
+            return self._conn.write(work)
         try:
             return self._write(work)
         finally:
-            if profile is not None:
-                self.cache.clear()
+            self.cache.clear()
 
     # -- writes -----------------------------------------------------------------------
 
