@@ -37,6 +37,8 @@ class Answer:
     top_relevance: float
     abstained: bool
     ms: float
+    #: the question's embedding alone, timed right after the recall: a recall's floor
+    embed_ms: float = 0.0
 
 
 def ask(
@@ -48,14 +50,18 @@ def ask(
     now: datetime,
     channels: Sequence[str],
 ) -> Answer:
-    """Recall the top ``K`` for ``question``, timed around the public call; ``ids`` maps
+    """Recall the top ``K`` for ``question``, timed around the public call, then the
+    question's embedding alone in the same way (the floor of any recall); ``ids`` maps
     stored memory ids to the benchmark's ids."""
     start = time.perf_counter()
     response = memory.recall(question, k=K, channels=channels, now=now)
     elapsed = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    memory.embedder.embed_batch([question])
+    embedded = (time.perf_counter() - start) * 1000
     ranked = tuple(ids.get(r.memory.id, "") for r in response.results)
     top = response.results[0].relevance_score if response.results else 0.0
-    return Answer(kind, ranked, evidence, top, response.abstained, elapsed)
+    return Answer(kind, ranked, evidence, top, response.abstained, elapsed, embedded)
 
 
 @contextmanager
@@ -117,8 +123,26 @@ def abstention(scored: Sequence[Answer], negatives: Sequence[Answer], what: str)
 
 
 def latency(answers: Sequence[Answer]) -> dict[str, float]:
-    times = [a.ms for a in answers]
-    return {"p50": round(percentile(times, 50), 3), "p95": round(percentile(times, 95), 3)}
+    """Recall p50 and p95, and the same of the questions' embeddings alone (``embed_p50``,
+    ``embed_p95``): the floor a recall cannot go under, measured in the same run."""
+    times, floor = [a.ms for a in answers], [a.embed_ms for a in answers]
+    return {
+        "p50": round(percentile(times, 50), 3),
+        "p95": round(percentile(times, 95), 3),
+        "embed_p50": round(percentile(floor, 50), 3),
+        "embed_p95": round(percentile(floor, 95), 3),
+    }
+
+
+def latency_line(report: Mapping[str, Any]) -> str:
+    """Recall latency, its multiple of the question's embedding, and ingest, in one line."""
+    lat = report["latency_ms"]
+    multiple = lat["p50"] / lat["embed_p50"] if lat["embed_p50"] else float("nan")
+    return (
+        f"latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms (the question's embedding "
+        f"alone p50 {lat['embed_p50']:.1f} ms: recall {multiple:.2f}x); "
+        f"ingest {report['ingest_ms_per_memory']:.2f} ms/memory"
+    )
 
 
 def paired(base: Sequence[Answer], other: Sequence[Answer]) -> dict[str, float | int]:

@@ -43,6 +43,7 @@ from slm_bench.report import (
     configurations,
     fresh_store,
     latency,
+    latency_line,
     summarise,
     table_head,
     table_row,
@@ -244,9 +245,7 @@ def markdown(report: dict[str, Any]) -> str:
     abst = report["abstention"]
     lines += [
         "",
-        f"latency p50 {report['latency_ms']['p50']:.1f} ms, "
-        f"p95 {report['latency_ms']['p95']:.1f} ms; "
-        f"ingest {report['ingest_ms_per_memory']:.2f} ms/memory",
+        latency_line(report),
         f"abstention: AUROC {abst['auroc']:.3f}; abstained on {abst['negatives_abstained']:.1%} of "
         f"{abst['negatives']} unanswerable questions and {abst['positives_abstained']:.1%} of "
         "answerable ones",
