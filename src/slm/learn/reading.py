@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 from slm.ingest.text import terms
 
@@ -97,9 +98,16 @@ def answer_type(question: str) -> str | None:
 def carries(kind: str | None, content: str) -> bool:
     """Whether ``content`` holds a value of ``kind`` (:func:`answer_type`) in its first
     :data:`READ_CHARS` characters."""
-    if kind is None:
-        return False
-    head = content[:READ_CHARS]
+    return False if kind is None else _carries(kind, content[:READ_CHARS])
+
+
+#: Memories read again by later recalls are read once: their heads (at most READ_CHARS
+#: characters each) are kept, this many of them.
+_HEADS_KEPT = 4096
+
+
+@lru_cache(maxsize=_HEADS_KEPT)
+def _carries(kind: str, head: str) -> bool:
     if kind == "person":
         return bool(_NAMED.search(head) or _RELATION.search(head))
     return bool(_CARRIES[kind].search(head))
@@ -127,12 +135,21 @@ def asks(content: str) -> bool:
 def new_names(question: str, content: str) -> int:
     """How many names ``content`` mentions (in its first :data:`READ_CHARS` characters,
     its speaker's label aside) that ``question`` does not."""
-    head = content[:READ_CHARS]
+    return len(_names(content[:READ_CHARS]) - _capitalised(question))
+
+
+@lru_cache(maxsize=_HEADS_KEPT)
+def _names(head: str) -> frozenset[str]:
+    """The names a memory's head mentions, its speaker's label aside."""
     label, colon, said = head.partition(":")
     if colon and len(label) < _LABEL:
         head = said
-    asked = set(_CAPITALISED.findall(question))
-    return len({name for name in _NAMED.findall(head) if name not in asked})
+    return frozenset(_NAMED.findall(head))
+
+
+@lru_cache(maxsize=256)
+def _capitalised(question: str) -> frozenset[str]:
+    return frozenset(_CAPITALISED.findall(question))
 
 
 def describe(features: Mapping[str, float]) -> str:

@@ -64,9 +64,11 @@ def _ordered(keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: in
     if k < len(keys):
         top = np.argpartition(-scores, k - 1)[:k]
         keys, scores = keys[top], scores[top]
-    pairs = [(int(a), float(b)) for a, b in zip(keys, scores, strict=True) if np.isfinite(b)]
-    pairs.sort(key=lambda p: (-p[1], p[0]))
-    return pairs
+    finite = np.isfinite(scores)
+    if not finite.all():
+        keys, scores = keys[finite], scores[finite]
+    order = np.lexsort((keys, -scores))  # as arrays: a search returns hundreds of pairs
+    return list(zip(keys[order].tolist(), scores[order].tolist(), strict=True))
 
 
 class ExactIndex:
