@@ -120,7 +120,7 @@ class Context:
         own = self.store.vectors.search(query.profile, query.vector, n, allowed)
         further = self.store.vectors.passage_search(query.profile, query.vector, n, allowed)
         scores = self.similarity([key for key, _ in own] + [key for key, _ in further])
-        found = sorted(scores.items(), key=lambda p: (-p[1], p[0]))[:n]
+        found = _best(scores, n)
         self._nearest = {n: found}
         return found
 
@@ -144,6 +144,15 @@ class Context:
         return [
             hit.key for hits in self.prior.values() for hit in hits if self.query.admits(hit.key)
         ]
+
+
+def _best(scores: dict[int, float], n: int) -> list[tuple[int, float]]:
+    """The ``n`` best (key, score) pairs, highest first, ties by key (sorted as arrays)."""
+    count = len(scores)
+    keys = np.fromiter(scores.keys(), dtype=np.int64, count=count)
+    values = np.fromiter(scores.values(), dtype=np.float64, count=count)
+    order = np.lexsort((keys, -values))[:n]
+    return list(zip(keys[order].tolist(), values[order].tolist(), strict=True))
 
 
 def passage_similarity(first: float, further: Sequence[float]) -> float:

@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Context, Health, Hit, Need, Role, ranked
+from slm.channels.base import Context, Health, Hit, Need, Role, ranked_arrays
 from slm.settings import Settings
 
 BETA = 20.0
@@ -98,6 +98,6 @@ class HopfieldChannel:
             return []
         patterns = context.store.vectors.get(context.query.profile, keys)
         logits = energies(patterns, context.query.vector)
-        hits = ranked(list(zip(keys, logits.tolist(), strict=True)), k)
+        hits = ranked_arrays(np.array(keys, dtype=np.int64), logits, k)
         weights = dict(zip(keys, softmax(logits).tolist(), strict=True))
         return [Hit(hit.key, hit.rank, weights[hit.key]) for hit in hits]

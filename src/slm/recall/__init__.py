@@ -63,9 +63,11 @@ def recall(
     started = time.perf_counter()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
+    query, lexicon = interpret(store, profile, text, now, filters, allowed)
+    embedding = embed(query.embedded_text)
+    # The numerical work starts here; holding the native pools to one thread costs a
+    # fraction of a millisecond, spent while the question is being embedded.
     with single_threaded():  # see slm.recall.threads
-        query, lexicon = interpret(store, profile, text, now, filters, allowed)
-        embedding = embed(query.embedded_text)
         query = _with_versions(store, query, hide_superseded)
         context = Context(store, query, lexicon)
         try:
