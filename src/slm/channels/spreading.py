@@ -117,13 +117,15 @@ class SpreadingChannel:
     ) -> tuple[dict[int, float], dict[int, float]]:
         """One step of activation; on the ``last`` hop only memories matter (they are the
         candidates), so memory-to-entity flow is not computed."""
-        out_memories: dict[int, float] = defaultdict(float)
+        # What each memory receives, as (to, amount) in the order the sums are taken.
+        to: list[int] = []
+        amounts: list[float] = []
         out_entities: dict[int, float] = defaultdict(float)
         keys = list(memories)
         for key, edges in graph.edges(keys).items():
             passed, fanout = DECAY * memories[key], len(edges)  # the same arithmetic, hoisted
-            for neighbour, _, weight in edges:
-                out_memories[neighbour] += passed * weight / fanout
+            to.extend([neighbour for neighbour, _, _ in edges])
+            amounts.extend([passed * weight / fanout for _, _, weight in edges])
         mentions = {} if last else graph.mentions(keys)
         for key, mentioned in mentions.items():
             share = DECAY * memories[key] / len(mentioned)
@@ -137,7 +139,17 @@ class SpreadingChannel:
         worth = [entity for entity, share in shares.items() if share >= MIN_SHARE]
         members_of = store.entity_members(profile, worth, MEMBERS)
         for entity, members in members_of.items():
-            share = shares[entity]
-            for member in members:
-                out_memories[member] += share
-        return dict(out_memories), dict(out_entities)
+            to.extend(members)
+            amounts.extend([shares[entity]] * len(members))
+        return _summed(to, amounts), dict(out_entities)
+
+
+def _summed(to: list[int], amounts: list[float]) -> dict[int, float]:
+    """The sum of ``amounts`` per key of ``to``, each added in the order given (so the
+    floating-point sums are those of a loop over them), by ascending key."""
+    if not to:
+        return {}
+    keys, where = np.unique(np.array(to, dtype=np.int64), return_inverse=True)
+    sums = np.zeros(len(keys), dtype=np.float64)
+    np.add.at(sums, where, np.array(amounts, dtype=np.float64))  # unbuffered: in order
+    return dict(zip(keys.tolist(), sums.tolist(), strict=True))
