@@ -147,6 +147,9 @@ def test_small_run_reports_everything_and_plots(
     embedded = report["embed_ms"]
     assert 0 < embedded["p50"] <= embedded["p95"] <= embedded["max"]
     assert report["channels_ran"]["queries"] == 10
+    together = report["at_once"]
+    assert together["threads"] == 4 and together["same_results_together"] is True
+    assert together["recalls_per_s_one"] > 0 and together["recalls_per_s_together"] > 0
     assert set(report["channels_ran"]["all"]) == set(report["channels"])
     assert report["peak_rss_mb"] > 20 and report["peak_rss_ingest_mb"] > 20
     assert 500 < report["disk_bytes_per_memory"] < 100_000

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -21,6 +20,7 @@ from slm.channels import Channel, build_channels, enabled
 from slm.channels import health as channel_state
 from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
+from slm.embed.questions import Questions
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
 from slm.ingest import stage
 from slm.inputs.memories import MemoryInput, check_item
@@ -41,8 +41,6 @@ log = logging.getLogger("slm")
 log.addHandler(logging.NullHandler())
 
 _EMBEDDER_META = "embedder"
-#: Threads that embed questions while their recalls read the lexical index.
-QUERY_THREADS = 4
 
 
 class Memory:
@@ -75,8 +73,8 @@ class Memory:
             location = Location(dsn=dsn)
         else:
             location = Location(path=Path(path) if path is not None else default_db_path())
-        # Threads start on first use, so an instance that fails to open leaves none behind.
-        self._queries = ThreadPoolExecutor(QUERY_THREADS, thread_name_prefix="slm-query")
+        # The thread starts on first use, so an instance that fails to open leaves none behind.
+        self._questions = Questions(self.embedder)
         self.store: Store = open_store(location, self.embedder.dim)
         try:
             self._check_embedder()
@@ -137,7 +135,7 @@ class Memory:
         self.close()
 
     def close(self) -> None:
-        self._queries.shutdown(wait=True)
+        self._questions.close()
         self.learning.close()
         self.store.close()
 
@@ -454,7 +452,7 @@ class Memory:
             self.store,
             self.channels,
             checked.settings,
-            lambda topic: self._queries.submit(self.embedder.embed_batch, [topic]),
+            self._questions.submit,
             profile=self.profile,
             text=checked.text,
             k=checked.k,

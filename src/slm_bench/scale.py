@@ -20,7 +20,9 @@ One run, for N synthetic memories:
    ``Memory.recall(q, k=10, now=...)`` alone (``latency_ms``); the same results give
    ``hit@1``, ``hit@10`` (the target memory among the top 1 / 10) and ``abstained``. Then
    20 of them again with ``trace=True``: which channels ran, how many returned candidates,
-   and their mean time. The process reports its peak RSS (``peak_rss_mb``).
+   and their mean time; then every timed query once more one by one and again by four
+   threads at once (``at_once``: recalls per second each way, and whether the results
+   were the same, ``slm_bench.together``). The process reports its peak RSS (``peak_rss_mb``).
 3. Default-model ingest. Back in this process, ``extra`` (1,000) further memories go into the
    same store in batches of 500, embedded by the store's own model: ``ingest_per_s``. Then
    ``SINGLES`` (50) more, one ``Memory.remember`` call each, model included, each timed
@@ -59,6 +61,7 @@ from slm.errors import ConfigError, InvalidInput, SlmError, install_hint
 from slm.settings import Settings
 from slm_bench import synth
 from slm_bench.metrics import percentile
+from slm_bench.together import at_once
 
 K = 10
 WARMUP = 20
@@ -481,6 +484,10 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
             embedded.append((time.perf_counter() - start) * 1000)
         channels = _traced(memory, timed[:TRACED])
         filtered = _filtered(memory, timed)
+        together = at_once(
+            lambda q: [r.memory.id for r in memory.recall(q["text"], k=K, now=q["now"]).results],
+            timed,
+        )
     finally:
         memory.close()
     return {
@@ -488,6 +495,7 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
         "latency_ms": _spread(latencies),
         "embed_ms": _spread(embedded),
         **filtered,
+        "at_once": together,
         "hit@1": round(sum(r == 1 for r in ranks) / len(ranks), 4),
         "hit@10": round(sum(0 < r <= K for r in ranks) / len(ranks), 4),
         "abstained": round(abstained / len(ranks), 4),
@@ -626,6 +634,14 @@ def markdown(report: Mapping[str, Any]) -> str:
             if report.get("filtered_same_as_afterwards") is None
             else f"{report['filtered_same_as_afterwards']:.1%} "
             f"({report['filtered_compared']} questions with 10 left after filtering)",
+        ),
+        (
+            "recalls per second, one thread / several at once",
+            f"{t['recalls_per_s_one']:.1f} / {t['recalls_per_s_together']:.1f} "
+            f"({t['threads']} threads): {t['throughput_ratio']:.2f}x"
+            + ("" if t["same_results_together"] else "; results differed")
+            if (t := report.get("at_once"))
+            else "not measured",
         ),
         ("hit@1 / hit@10", f"{report['hit@1']:.3f} / {report['hit@10']:.3f}"),
         ("abstained", f"{report['abstained']:.1%}"),

@@ -29,7 +29,6 @@ from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
 from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun, run_channels, run_standalone
-from slm.recall.threads import single_threaded
 from slm.recall.versions import moment_asked
 from slm.settings import Settings
 from slm.store import Filters, Store
@@ -65,29 +64,26 @@ def recall(
     per_channel = settings.candidates_per_channel
     query, lexicon = interpret(store, profile, text, now, filters, allowed)
     embedding = embed(query.embedded_text)
-    # The numerical work starts here; holding the native pools to one thread costs a
-    # fraction of a millisecond, spent while the question is being embedded.
-    with single_threaded():  # see slm.recall.threads
-        query = _with_versions(store, query, hide_superseded)
-        context = Context(store, query, lexicon)
-        try:
-            lexicon.prefetch()
-            early = run_standalone(channels, names, context, per_channel)
-        finally:
-            vector = embedding.result()[0]
-        context.query = replace(query, vector=vector)
-        runs = run_channels(channels, names, context, per_channel, early)
-        response = rank(
-            context,
-            channels,
-            runs,
-            settings,
-            k,
-            want_trace=want_trace,
-            started=started,
-            reranking=reranking,
-            reader=reader,
-        )
+    query = _with_versions(store, query, hide_superseded)
+    context = Context(store, query, lexicon)
+    try:
+        lexicon.prefetch()
+        early = run_standalone(channels, names, context, per_channel)
+    finally:
+        vector = embedding.result()[0]
+    context.query = replace(query, vector=vector)
+    runs = run_channels(channels, names, context, per_channel, early)
+    response = rank(
+        context,
+        channels,
+        runs,
+        settings,
+        k,
+        want_trace=want_trace,
+        started=started,
+        reranking=reranking,
+        reader=reader,
+    )
     return response, runs
 
 
