@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,33 @@ def test_the_cache_is_bounded_and_follows_its_version() -> None:
     cache.clear()
     cache.keyed("rows", "q", [1], fetch)
     assert len(fetched) == 6
+
+
+def test_a_pinned_thread_checks_the_version_once_and_others_still_follow_it() -> None:
+    version, checks = [0], [0]
+
+    def current() -> int:
+        checks[0] += 1
+        return version[0]
+
+    cache = ReadCache(current)
+    rows = {1: "old"}
+    with cache.pinned():
+        assert cache.keyed("rows", "p", [1], lambda keys: dict(rows)) == {1: "old"}
+        version[0] += 1  # another connection commits during the recall
+        rows[1] = "new"
+        assert cache.keyed("rows", "p", [1], lambda keys: dict(rows)) == {1: "old"}
+        with cache.pinned():  # nested: still the one check
+            cache.keyed("rows", "p", [1], lambda keys: dict(rows))
+        seen: dict[int, Any] = {}
+        other = threading.Thread(
+            target=lambda: seen.update(cache.keyed("rows", "p", [1], lambda keys: dict(rows)))
+        )
+        other.start()
+        other.join(10)
+        assert seen == {1: "new"}  # a thread not inside follows the version
+    assert checks[0] == 2  # this recall's one check, and the other thread's
+    assert cache.keyed("rows", "p", [1], lambda keys: dict(rows)) == {1: "new"}
 
 
 def test_a_fetch_that_overlapped_a_write_is_not_kept() -> None:

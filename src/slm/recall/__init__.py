@@ -62,28 +62,29 @@ def recall(
     started = time.perf_counter()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
-    query, lexicon = interpret(store, profile, text, now, filters, allowed)
-    embedding = embed(query.embedded_text)
-    query = _with_versions(store, query, hide_superseded)
-    context = Context(store, query, lexicon)
-    try:
-        lexicon.prefetch()
-        early = run_standalone(channels, names, context, per_channel)
-    finally:
-        vector = embedding.result()[0]
-    context.query = replace(query, vector=vector)
-    runs = run_channels(channels, names, context, per_channel, early)
-    response = rank(
-        context,
-        channels,
-        runs,
-        settings,
-        k,
-        want_trace=want_trace,
-        started=started,
-        reranking=reranking,
-        reader=reader,
-    )
+    with store.cache.pinned():  # other processes' commits checked once per recall
+        query, lexicon = interpret(store, profile, text, now, filters, allowed)
+        embedding = embed(query.embedded_text)
+        query = _with_versions(store, query, hide_superseded)
+        context = Context(store, query, lexicon)
+        try:
+            lexicon.prefetch()
+            early = run_standalone(channels, names, context, per_channel)
+        finally:
+            vector = embedding.result()[0]
+        context.query = replace(query, vector=vector)
+        runs = run_channels(channels, names, context, per_channel, early)
+        response = rank(
+            context,
+            channels,
+            runs,
+            settings,
+            k,
+            want_trace=want_trace,
+            started=started,
+            reranking=reranking,
+            reader=reader,
+        )
     return response, runs
 
 

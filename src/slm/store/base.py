@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slm.models import MemoryRecord, NewMemory, from_micros
+from slm.store.readcache import ReadCache
 
 Vector = npt.NDArray[np.float32]
 
@@ -417,6 +418,9 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
 
     kind: str
     location: str
+    #: what the store keeps of its rows between reads (a recall reads inside
+    #: ``cache.pinned()``: other processes' commits checked once for all its reads)
+    cache: ReadCache
 
     @property
     def vectors(self) -> Vectors: ...

@@ -6,8 +6,9 @@ mostly the same ones from question to question), and reading them through SQL is
 part of a recall's time after the question's embedding. The store stays the truth: the
 cache is emptied by every write of the store's own connection and whenever another
 connection committed (``version``, SQLite's ``PRAGMA data_version``), checked on every
-read. A fetch that overlapped a write of this process is returned but not kept, so a
-value read before a commit never outlives it.
+read, or once for all the reads of one recall (:meth:`ReadCache.pinned`). A fetch that
+overlapped a write of this process is returned but not kept, so a value read before a commit
+never outlives it.
 
 Memory is bounded: each kind keeps at most :data:`LIMIT` memories, the oldest read
 leaving first. A store that cannot tell when another process wrote (PostgreSQL with
@@ -17,7 +18,8 @@ several servers) uses ``ReadCache(None)``, which reads through every time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 V = TypeVar("V")
@@ -39,6 +41,7 @@ class ReadCache:
         self._generation = 0
         self._lock = threading.Lock()
         self._kinds: dict[str, dict[tuple[str, int], Any]] = {}
+        self._local = threading.local()  # .pinned: this thread is inside pinned()
 
     def clear(self) -> None:
         """This process wrote: nothing kept may be read again."""
@@ -58,7 +61,8 @@ class ReadCache:
         stores' indexes answer."""
         if self._version is None:
             return fetch(list(dict.fromkeys(keys)))
-        self._follow()
+        if not getattr(self._local, "pinned", False):
+            self._follow()
         generation = self._generation
         kept = self._kinds.setdefault(kind, {})
         found: dict[int, V] = {}
@@ -85,10 +89,36 @@ class ReadCache:
         """One value per profile (``fetch()`` once while nothing changes)."""
         return self.keyed(kind, profile, (0,), lambda _: {0: fetch()})[0]
 
-    def _follow(self) -> None:
-        """Empty the cache when another connection committed since the last read."""
+    @contextmanager
+    def pinned(self) -> Iterator[None]:
+        """Other connections' commits checked once for every read this thread makes inside
+        (a recall's twenty-odd): one that commits meanwhile is seen from the next check on,
+        so nothing read before it outlives the recall. Writes of this process still empty
+        the cache at once."""
+        if self._version is None or getattr(self._local, "pinned", False):
+            yield
+            return
+        self._local.version = self._follow()
+        self._local.pinned = True
+        try:
+            yield
+        finally:
+            self._local.pinned = False
+
+    def version(self) -> int:
+        """The count of other connections' commits: as checked when this thread pinned the
+        cache, else read now (the vector indexes follow commits with it too)."""
+        assert self._version is not None
+        if getattr(self._local, "pinned", False):
+            return int(self._local.version)
+        return self._version()
+
+    def _follow(self) -> int:
+        """Empty the cache when another connection committed since the last read; the
+        version read."""
         assert self._version is not None
         version = self._version()
         if version != self._seen:
             self.clear()
             self._seen = version
+        return version

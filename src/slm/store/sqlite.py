@@ -60,9 +60,11 @@ class SQLiteStore(Relational):
         except BaseException:
             self._conn.close()
             raise
-        self.vectors = SQLiteVectors(self._conn, Path(f"{self.path}.index"), dim, store_id)
-        self._allowed = fields.AllowedKeys()
         self.cache = ReadCache(self._conn.data_version)
+        self.vectors = SQLiteVectors(
+            self._conn, Path(f"{self.path}.index"), dim, store_id, self.cache.version
+        )
+        self._allowed = fields.AllowedKeys()
 
     @property
     def busy_retries(self) -> int:

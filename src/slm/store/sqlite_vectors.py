@@ -16,7 +16,7 @@ the previous saved pair or none, never a torn one; an index saved for another da
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,8 +83,12 @@ class VectorCache:
         dim: int,
         store_id: str,
         source: Source = MEMORY_VECTORS,
+        version: Callable[[], int] | None = None,
     ) -> None:
         self._conn = conn
+        #: other connections' commit count (``PRAGMA data_version``, or the read cache's
+        #: pinned one during a recall)
+        self._version = version or conn.data_version
         self.folder = folder
         self.dim = dim
         self.store_id = store_id
@@ -110,7 +114,7 @@ class VectorCache:
     def _stale(self, state: IndexState) -> bool:
         """Whether rows may have changed since the index last caught up (a commit of ours,
         or of another connection)."""
-        return state.dirty or self._conn.data_version() != state.data_version
+        return state.dirty or self._version() != state.data_version
 
     def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
         """The vectors each of ``memories`` owns in the profile's index (for a source of
@@ -164,7 +168,7 @@ class VectorCache:
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply rows after the watermark, then removals (in that order, so a row removed
         while we read is still seen in the log)."""
-        state.data_version = self._conn.data_version()
+        state.data_version = self._version()
         source = self.source
         while True:
             rows = self._conn.rows(
@@ -262,13 +266,20 @@ class SQLiteVectors:
     memories' vectors, one for their further passages and one for their standing
     statements, each a :class:`VectorCache` following its rows."""
 
-    def __init__(self, conn: Connection, folder: Path, dim: int, store_id: str) -> None:
+    def __init__(
+        self,
+        conn: Connection,
+        folder: Path,
+        dim: int,
+        store_id: str,
+        version: Callable[[], int] | None = None,
+    ) -> None:
         self._conn = conn
         self._lock = conn.lock
         self.dim = dim
-        self._own = VectorCache(conn, folder, dim, store_id)
-        self._passages = VectorCache(conn, folder, dim, store_id, PASSAGES)
-        self._standing = VectorCache(conn, folder, dim, store_id, STANDING)
+        self._own = VectorCache(conn, folder, dim, store_id, MEMORY_VECTORS, version)
+        self._passages = VectorCache(conn, folder, dim, store_id, PASSAGES, version)
+        self._standing = VectorCache(conn, folder, dim, store_id, STANDING, version)
         self._caches = (self._own, self._passages, self._standing)
 
     def _rows_in(self, head: str, profile: str, keys: Sequence[int]) -> list[Any]:
