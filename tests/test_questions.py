@@ -15,6 +15,7 @@ from slm import Memory, Settings
 from slm.embed.base import Matrix
 from slm.embed.fake import FakeEmbedder
 from slm.embed.questions import Questions
+from slm.errors import EmbedderError
 
 
 class Held(FakeEmbedder):
@@ -82,7 +83,7 @@ def test_close_embeds_what_waits_and_then_refuses() -> None:
     closing.join(10)
     assert not closing.is_alive()
     assert first.result(0).shape == second.result(0).shape == (1, 384)
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(EmbedderError, match="closed"):
         questions.submit("three")
 
 

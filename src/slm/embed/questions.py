@@ -19,6 +19,7 @@ import threading
 from concurrent.futures import Future
 
 from slm.embed.base import Embedder, Matrix
+from slm.errors import EmbedderError
 
 #: At most this many questions go into one run.
 MOST = 16
@@ -40,7 +41,7 @@ class Questions:
         done: Future[Matrix] = Future()
         with self._ready:
             if self._closed:
-                raise RuntimeError("this memory is closed")
+                raise EmbedderError("cannot embed the question: this memory is closed")
             self._waiting.append((text, done))
             if self._thread is None:
                 self._thread = threading.Thread(
