@@ -302,6 +302,43 @@ def test_every_recall_has_its_own_query_id(memory: Memory) -> None:
     assert first.to_dict()["query_id"] == first.query_id
 
 
+def durability(memory: Memory, lasting: bool | None = None) -> str:
+    """The store's commit setting outside any write (``lasting`` None), or inside a write
+    transaction of that kind."""
+    store: Any = memory.store
+    sql = "PRAGMA synchronous" if store.kind == "sqlite" else "SHOW synchronous_commit"
+    if lasting is None:
+        return str(store._select(sql)[0][0])
+    return str(store._change(None, lambda cur: cur.execute(sql).fetchone()[0], lasting=lasting))
+
+
+def test_only_the_recall_log_commits_without_waiting_for_the_disk(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fill(memory)
+    # The test server already runs without waiting for its disk (tests/postgres_server.py).
+    full, relaxed = ("2", "1") if memory.store.kind == "sqlite" else (durability(memory), "off")
+    assert (durability(memory), durability(memory, True)) == (full, full)
+    assert durability(memory, False) == relaxed
+    assert durability(memory) == full  # back as it was for every later write
+    store: Any = memory.store
+    writes: list[bool] = []
+    change = store._change
+
+    def recorded(profile: Any, work: Any, *, lasting: bool = True) -> Any:
+        writes.append(lasting)
+        return change(profile, work, lasting=lasting)
+
+    monkeypatch.setattr(store, "_change", recorded)
+    response = memory.recall("Who services the boiler?")
+    memory.learning.flush()
+    assert writes == [False]  # the log entry, and only it
+    memory.feedback(response.results[0].id, useful=True, query_id=response.query_id)
+    memory.remember("The boiler was serviced in October 2026")
+    assert writes[1:] and all(writes[1:])
+    assert durability(memory) == full
+
+
 def test_feedback_is_stored_listed_and_erased(memory: Memory) -> None:
     fill(memory)
     response = memory.recall("Who services the boiler?")

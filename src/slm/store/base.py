@@ -377,7 +377,8 @@ class FeedbackLog(Protocol):
         number of events erased."""
 
     def log(self, profile: str, entry: LoggedRecall) -> None:
-        """Keep a recall's request and results under its ``query_id``."""
+        """Keep a recall's request and results under its ``query_id`` (committed without
+        waiting for the disk: a power cut may lose the last few)."""
 
     def logged(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
         """The logged recalls among ``query_ids``."""

@@ -5,6 +5,12 @@ each source's trust counts. A store reaches it as ``store.feedback``.
 Both tables are bounded per profile: the log keeps the newest :data:`MAX_LOGGED` recalls
 (and every recall feedback names), the feedback the newest :data:`MAX_FEEDBACK` events.
 Older rows are pruned every :data:`PRUNE_EVERY` writes.
+
+The log is written after every recall, by a thread of its own (``slm.learn.adapt``), and
+committed without waiting for the disk: a power cut can lose the last recalls logged (their
+``query_id`` then names nothing, and feedback on them says so), never a memory or a
+feedback event. Waiting for the disk held the store's connection for the next recall to
+wait on: 0.6 ms of a 7.7 ms recall, back to back on a LoCoMo conversation.
 """
 
 from __future__ import annotations
@@ -134,7 +140,8 @@ class RelationalFeedback:
                     [profile, profile, profile],
                 )
 
-        self._store._change(None, work)
+        # Written after every recall: not worth a wait for the disk (the class's note).
+        self._store._change(None, work, lasting=False)
 
     def logged(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
         head = (

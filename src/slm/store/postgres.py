@@ -96,10 +96,13 @@ class PostgresStore(Relational):
             raise StoreError(f"read failed on {self.location}: {exc}") from exc
 
     @contextmanager
-    def _write(self, profile: str | None) -> Iterator[Cursor[Any]]:
-        """One transaction; with a profile, holding that profile's write lock."""
+    def _write(self, profile: str | None, lasting: bool = True) -> Iterator[Cursor[Any]]:
+        """One transaction; with a profile, holding that profile's write lock; not
+        ``lasting``, committed without waiting for the disk (``synchronous_commit``)."""
         try:
             with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                if not lasting:
+                    cur.execute("SET LOCAL synchronous_commit TO OFF")
                 if profile is not None:
                     cur.execute(
                         "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
@@ -123,8 +126,10 @@ class PostgresStore(Relational):
         with self._cursor() as cur:
             return work(cur)
 
-    def _change(self, profile: str | None, work: Callable[[lifecycle.Cursor], T]) -> T:
-        with self._write(profile) as cur:
+    def _change(
+        self, profile: str | None, work: Callable[[lifecycle.Cursor], T], *, lasting: bool = True
+    ) -> T:
+        with self._write(profile, lasting) as cur:
             return work(cur)
 
     # -- writes -----------------------------------------------------------------------

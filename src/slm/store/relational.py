@@ -70,10 +70,14 @@ class Relational(ABC):
         """``work`` with a cursor for reading."""
 
     @abstractmethod
-    def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
+    def _change(
+        self, profile: str | None, work: Callable[[Cursor], T], *, lasting: bool = True
+    ) -> T:
         """``work`` in one write transaction (with ``profile``: holding its write lock where
         the database has one). A write that changes memories or what derives from them
-        names its profile; only feedback, the recall log and settings pass None."""
+        names its profile; only feedback, the recall log and settings pass None. Not
+        ``lasting`` (the recall log, written after every recall): committed without waiting
+        for the disk, so a power cut may lose the last few, and nothing else."""
 
     @abstractmethod
     def _insert_memories(

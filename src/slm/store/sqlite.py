@@ -7,7 +7,8 @@ saved beside the file with a watermark) that follows the rows: see
 :mod:`slm.store.sqlite_vectors`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
-``remember`` returns, even across a power cut. Concurrency: writers in other processes
+``remember`` returns, even across a power cut (the recall log alone commits without waiting
+for the disk: :mod:`slm.store.feedback`). Concurrency: writers in other processes
 are waited for with jittered retries (:mod:`slm.store.sqlite_conn`).
 """
 
@@ -100,11 +101,13 @@ class SQLiteStore(Relational):
     def _read(self, work: Callable[[Cursor], T]) -> T:
         return self._conn.read(work)
 
-    def _change(self, profile: str | None, work: Callable[[Cursor], T]) -> T:
+    def _change(
+        self, profile: str | None, work: Callable[[Cursor], T], *, lasting: bool = True
+    ) -> T:
         # a write for a profile changes memories or what derives from them; the others
         # (feedback, the recall log, settings) change nothing the read cache keeps
         if profile is None:  # nor anything a vector index holds
-            return self._conn.write(work)
+            return self._conn.write(work, lasting=lasting)
         try:
             return self._write(work)
         finally:

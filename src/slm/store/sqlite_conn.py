@@ -72,7 +72,11 @@ def backoff(timeout: float | None = None) -> Iterator[None]:
 
 class Connection:
     """A SQLite connection in WAL mode with ``synchronous=FULL``: a write is on disk (in
-    the write-ahead log) when :meth:`write` returns, and survives a crash or power cut."""
+    the write-ahead log) when :meth:`write` returns, and survives a crash or power cut.
+    A write marked not ``lasting`` (the recall log) commits under ``synchronous=NORMAL``:
+    no ``fsync`` of its own, so a power cut can lose it (and only it, never a lasting
+    write, whose ``fsync`` covers everything before it), and the connection is held for a
+    tenth of the time."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -121,33 +125,43 @@ class Connection:
 
         return self.read(in_transaction)
 
-    def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def write(self, work: Callable[[sqlite3.Connection], T], *, lasting: bool = True) -> T:
         """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction and commit it. A busy
-        failure anywhere rolls the transaction back and runs ``work`` again from the start."""
+        failure anywhere rolls the transaction back and runs ``work`` again from the start.
+        Not ``lasting``: committed without waiting for the disk (see the class)."""
         with self.lock:
-            for _ in backoff():
-                try:
-                    self.db.execute("BEGIN IMMEDIATE")
-                except sqlite3.Error as exc:
-                    if not is_busy(exc):
-                        raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
-                    self.retries += 1
-                    continue
-                try:
-                    result = work(self.db)
-                    self.db.execute("COMMIT")
-                    return result
-                except BaseException as exc:
-                    self._rollback()
-                    if isinstance(exc, sqlite3.Error):
-                        if is_busy(exc):
-                            self.retries += 1
-                            continue
-                        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
-                            raise StoreError(disk_full(self.path)) from exc
-                        raise StoreError(f"write failed on {self.path}: {exc}") from exc
-                    raise
-            raise self._still_busy("write")
+            if lasting:
+                return self._transaction(work)
+            self._pragma("PRAGMA synchronous=NORMAL")
+            try:
+                return self._transaction(work)
+            finally:
+                self._pragma("PRAGMA synchronous=FULL")
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        for _ in backoff():
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                if not is_busy(exc):
+                    raise StoreError(f"cannot start a write on {self.path}: {exc}") from exc
+                self.retries += 1
+                continue
+            try:
+                result = work(self.db)
+                self.db.execute("COMMIT")
+                return result
+            except BaseException as exc:
+                self._rollback()
+                if isinstance(exc, sqlite3.Error):
+                    if is_busy(exc):
+                        self.retries += 1
+                        continue
+                    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+                        raise StoreError(disk_full(self.path)) from exc
+                    raise StoreError(f"write failed on {self.path}: {exc}") from exc
+                raise
+        raise self._still_busy("write")
 
     def _rollback(self) -> None:
         if self.db.in_transaction:
