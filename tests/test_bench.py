@@ -78,8 +78,17 @@ def test_locomo_slice_through_the_cli(tmp_path: Path) -> None:
     assert report["conversations"] == 2 and report["scored"] > 0
     assert set(report["overall"]) >= {"hit@1", "hit@5", "hit@10", "recall@10", "mrr@10"}
     assert set(report["by_category"]) == {"1", "2", "3", "4"}
-    assert set(report["latency_ms"]) == {"p50", "p95", "embed_p50", "embed_p95"}
+    assert set(report["latency_ms"]) == {
+        "p50",
+        "p95",
+        "embed_p50",
+        "embed_p95",
+        "after_write_p50",
+        "after_write_p95",
+    }
     assert report["latency_ms"]["embed_p50"] > 0
+    assert report["latency_ms"]["after_write_p50"] > 0
+    assert "right after storing a memory" in result.output
     assert report["ingest_ms_per_memory"] > 0
     assert set(report["abstention"]) >= {"auroc", "negatives_abstained", "positives_abstained"}
     assert len(report["ablation"]) == len(ALL_CHANNELS)

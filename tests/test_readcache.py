@@ -200,3 +200,75 @@ def test_probable_and_explicit_updates_through_the_cache_equal_sql(tmp_path: Pat
             finally:
                 memory.store.cache = kept  # type: ignore[attr-defined]
         assert versions.update_count(profile) > 3  # probable updates were read, not only none
+
+
+def _every_read(memory: Memory) -> dict[str, Any]:
+    """What the read cache keeps, for every memory and entity of the profile."""
+    store: Any = memory.store
+    profile = memory.profile
+    keys = [r.key for r in memory.list(limit=500)]
+    entities = [row[0] for row in store._select("SELECT id FROM entities ORDER BY id")]
+    return {
+        "records": store.get_by_keys(profile, keys),
+        "entities": store.memory_entities(profile, keys),
+        "edges": store.edges_from(profile, keys),
+        "times": store.referenced_times(profile, keys),
+        "event_times": store.event_times(profile, keys),
+        "terms": store.doc_terms(profile, keys),
+        "members": store.entity_members(profile, entities, 500),
+        "updates": store.versions.updates(profile, keys),
+        "versions": store.versions.exist(profile),
+    }
+
+
+@pytest.mark.parametrize(("seed", "policy"), [(4, "suggest"), (5, "auto"), (6, "suggest")])
+def test_what_storing_new_memories_spares_in_the_cache_equals_sql(
+    tmp_path: Path, seed: int, policy: str
+) -> None:
+    """Storing memories keeps most of the cache (readcache.Kept): after every kind of
+    store (turns that become neighbours, near repeats that link, batches, replacements,
+    moves that read as updates), everything read through the warm cache equals SQL."""
+    rng = random.Random(seed)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    settings = Settings(embedder="fake", update_policy=policy)
+    with Memory(tmp_path / "m.db", settings=settings) as memory:
+        ids: list[str] = []
+        for step in range(45):
+            when = start + timedelta(days=step)
+            roll = rng.random()
+            if roll < 0.3 or len(ids) < 3:
+                said = memory.remember(_sentence(rng), event_time=when, source=rng.choice(SPEAKERS))
+                ids.append(said.id)
+            elif roll < 0.45:  # a near repeat of an earlier memory: a similar edge to it
+                earlier = memory.get(rng.choice(ids)).content
+                ids.append(memory.remember(earlier + " " + rng.choice(WORDS), event_time=when).id)
+            elif roll < 0.6:
+                batch = [
+                    {"content": _sentence(rng), "event_time": when, "source": rng.choice(SPEAKERS)}
+                    for _ in range(rng.randint(2, 4))
+                ]
+                ids += [done.id for done in memory.remember_many(batch)]
+            elif roll < 0.75:
+                older = rng.choice([i for i in ids if memory.get(i).superseded_by is None])
+                with contextlib.suppress(InvalidInput):  # when it started later (an update)
+                    said = memory.remember(_sentence(rng), supersedes=[older], event_time=when)
+                    ids.append(said.id)
+            elif roll < 0.9:
+                person = rng.choice(("Ana", "Ben"))
+                city = rng.choice(("Porto", "Lisbon", "Berlin"))
+                ids.append(memory.remember(f"{person} moved to {city}.", event_time=when).id)
+            else:
+                current = [i for i in ids if memory.get(i).superseded_by is None]
+                with contextlib.suppress(InvalidInput):
+                    ids.append(memory.update(rng.choice(current), _sentence(rng)).id)
+            cached = _every_read(memory)  # through what the write left, then warm again
+            kept = memory.store.cache  # type: ignore[attr-defined]
+            memory.store.cache = ReadCache(None)  # type: ignore[attr-defined]
+            try:
+                assert cached == _every_read(memory), f"step {step}"
+            finally:
+                memory.store.cache = kept  # type: ignore[attr-defined]
+        store: Any = memory.store
+        assert store.cache._kinds["edges"], "edges were kept across writes"
+        counts = store._select("SELECT kind, count(*) FROM edges GROUP BY kind")
+        assert {kind for kind, _ in counts} >= {"next", "prev", "similar"}

@@ -6,6 +6,9 @@ through the public bulk API. Every question of categories 1-4 is asked with defa
 settings and top 10 scored against its cleaned evidence ids; category 5 is reported apart.
 Abstention is checked by asking each store the questions of another conversation.
 Relative time in questions is resolved against the conversation's last session date.
+Then, as an agent stores something between its questions, :data:`AFTER_WRITES` questions
+are asked again, each right after storing one more turn, of the next conversation
+(``latency_ms.after_write_p50``; the scored figures are taken before).
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
 from slm.settings import Settings
+from slm_bench.metrics import percentile
 from slm_bench.report import (
     Answer,
     ablation,
     ablation_table,
     abstention,
+    after_writes,
     ask,
     by_kind,
     configurations,
@@ -43,6 +48,9 @@ from slm_bench.report import (
 )
 
 SCORED_CATEGORIES = (1, 2, 3, 4)
+#: Questions per conversation asked again right after storing one more memory each (the
+#: next conversation's turns): recall as an agent sees it, between its writes.
+AFTER_WRITES = 50
 CATEGORY_NAMES = {
     1: "multi-hop",
     2: "temporal",
@@ -205,6 +213,7 @@ def run(
     positives: dict[str, list[Answer]] = defaultdict(list)
     negatives: dict[str, list[Answer]] = defaultdict(list)
     run_id, ingest_ms, memories = uuid.uuid4().hex[:8], 0.0, 0
+    after: list[float] = []
     # One model per run, as in one agent process; its load counts in the first ingest.
     embedder = make_embedder(settings.embedder)
     for index, conv in enumerate(data):
@@ -226,6 +235,9 @@ def run(
                     positives[name].append(_ask(memory, dia, q, conv.last_time, config))
                 for q in foreign:
                     negatives[name].append(_ask(memory, dia, q, conv.last_time, config))
+            if other is not None:  # the next conversation's turns arriving between questions
+                texts = [q.text for q in asked[:AFTER_WRITES]]
+                after += after_writes(memory, texts, other.turns, conv.last_time)
         if progress:
             progress(f"{conv.sample_id}: {len(records)} memories, {len(asked)} questions")
     report: dict[str, Any] = {
@@ -241,6 +253,9 @@ def run(
         "ingest_ms_per_memory": round(ingest_ms / max(memories, 1), 3),
         **score(positives["all"], negatives["all"]),
     }
+    if after:
+        report["latency_ms"]["after_write_p50"] = round(percentile(after, 50), 3)
+        report["latency_ms"]["after_write_p95"] = round(percentile(after, 95), 3)
     if ablate:
         report["ablation"] = ablation(positives, negatives, score, _scored)
     return report

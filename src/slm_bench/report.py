@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from slm.embed import Embedder
-from slm.engine import Memory
+from slm.engine import Memory, MemoryInput
 from slm.settings import Settings
 from slm_bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 
@@ -134,14 +134,34 @@ def latency(answers: Sequence[Answer]) -> dict[str, float]:
     }
 
 
+def after_writes(
+    memory: Memory,
+    questions: Sequence[str],
+    items: Sequence[MemoryInput | Mapping[str, Any]],
+    now: datetime,
+) -> list[float]:
+    """As an agent does between questions: store one of ``items`` (untimed), then recall one
+    of ``questions``, timed as :func:`ask` times it. Its ms per question; run after every
+    scored question, as it adds memories."""
+    times = []
+    for question, item in zip(questions, items, strict=False):
+        memory.remember_many([item])
+        start = time.perf_counter()
+        memory.recall(question, k=K, now=now)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def latency_line(report: Mapping[str, Any]) -> str:
     """Recall latency, its multiple of the question's embedding, and ingest, in one line."""
     lat = report["latency_ms"]
     multiple = lat["p50"] / lat["embed_p50"] if lat["embed_p50"] else float("nan")
+    after = lat.get("after_write_p50")
     return (
         f"latency p50 {lat['p50']:.1f} ms, p95 {lat['p95']:.1f} ms (the question's embedding "
-        f"alone p50 {lat['embed_p50']:.1f} ms: recall {multiple:.2f}x); "
-        f"ingest {report['ingest_ms_per_memory']:.2f} ms/memory"
+        f"alone p50 {lat['embed_p50']:.1f} ms: recall {multiple:.2f}x"
+        + (f"; right after storing a memory p50 {after:.1f} ms" if after is not None else "")
+        + f"); ingest {report['ingest_ms_per_memory']:.2f} ms/memory"
     )
 
 

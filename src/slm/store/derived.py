@@ -31,11 +31,11 @@ from slm.store.lifecycle import Cursor
 Fresh = Sequence[tuple[int, NewMemory]]
 
 
-def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool = False) -> None:
+def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool = False) -> set[int]:
     """The derived rows of memories just stored (``rederive``: of stored memories whose
-    derived rows were removed, whose session may have changed)."""
+    derived rows were removed, whose session may have changed); the keys that gained edges."""
     if not fresh:
-        return
+        return set()
     if rederive:
         cur.executemany(
             f"UPDATE memories SET session = {d.mark} WHERE key = {d.mark}",
@@ -46,8 +46,9 @@ def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool =
     rows = [(key, profile, start, end) for key, m in fresh for start, end in m.spans]
     head = "INSERT INTO memory_times (key, profile, start_us, end_us)"
     d.many(cur, head, rows, ("bigint", "text", "bigint", "bigint"))
-    _insert_edges(cur, d, profile, fresh)
+    linked = _insert_edges(cur, d, profile, fresh)
     insert_passages(cur, d, profile, fresh)
+    return linked
 
 
 def delete(
@@ -161,7 +162,7 @@ def _delete_lexical(cur: Cursor, d: Dialect, profile: str, key: int, terms: list
     cur.execute(f"DELETE FROM lex_docs WHERE key = {m}", (key,))
 
 
-def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> None:
+def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> set[int]:
     keys = [key for key, _ in fresh]
     edges: dict[tuple[int, int, str], float] = {}
     previous = d.previous_turns(cur, profile, fresh)
@@ -175,6 +176,7 @@ def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> None:
             edges[(key, other, "similar")] = weight
             edges[(other, key, "similar")] = weight
     _link(cur, d, profile, edges)
+    return {src for src, _, _ in edges}
 
 
 def _link(cur: Cursor, d: Dialect, profile: str, edges: dict[tuple[int, int, str], float]) -> None:

@@ -32,6 +32,7 @@ from slm.store import fields, lifecycle
 from slm.store.postgres_dialect import PostgresDialect
 from slm.store.postgres_schema import migrate
 from slm.store.postgres_vectors import PostgresVectors
+from slm.store.readcache import Kept
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 
@@ -127,7 +128,12 @@ class PostgresStore(Relational):
             return work(cur)
 
     def _change(
-        self, profile: str | None, work: Callable[[lifecycle.Cursor], T], *, lasting: bool = True
+        self,
+        profile: str | None,
+        work: Callable[[lifecycle.Cursor], T],
+        *,
+        lasting: bool = True,
+        kept: Kept | None = None,  # nothing is kept (ReadCache(None)), so nothing to spare
     ) -> T:
         with self._write(profile, lasting) as cur:
             return work(cur)

@@ -31,9 +31,15 @@ from slm.store.base import (
 )
 from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
-from slm.store.readcache import ReadCache
+from slm.store.readcache import Kept, ReadCache
 
 T = TypeVar("T")
+
+#: What storing new memories leaves as it was of the memories already stored, by read-cache
+#: kind: their rows (unless the new ones supersede), terms, times and mentions; and their
+#: edges, but for those the new memories link to (Kept.changed). Entities' counts and
+#: members, updates and versions are read again.
+STORED_KEEPS = frozenset({"records", "terms", "event_times", "times", "mentions", "edges"})
 
 
 class Relational(ABC):
@@ -71,13 +77,19 @@ class Relational(ABC):
 
     @abstractmethod
     def _change(
-        self, profile: str | None, work: Callable[[Cursor], T], *, lasting: bool = True
+        self,
+        profile: str | None,
+        work: Callable[[Cursor], T],
+        *,
+        lasting: bool = True,
+        kept: Kept | None = None,
     ) -> T:
         """``work`` in one write transaction (with ``profile``: holding its write lock where
         the database has one). A write that changes memories or what derives from them
         names its profile; only feedback, the recall log and settings pass None. Not
         ``lasting`` (the recall log, written after every recall): committed without waiting
-        for the disk, so a power cut may lose the last few, and nothing else."""
+        for the disk, so a power cut may lose the last few, and nothing else. ``kept``:
+        what it leaves valid in the read cache once committed (else nothing)."""
 
     @abstractmethod
     def _insert_memories(
@@ -216,6 +228,16 @@ class Relational(ABC):
     def insert(
         self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
     ) -> list[Stored]:
+        # What stays valid in the read cache: all but the rows new memories change in the
+        # memories already stored (readcache.py).
+        superseding = supersede_updates or any(item.supersedes for item in items)
+        changed: set[int] = set()  # the new keys, and the earlier ones given edges
+        kept = Kept(
+            profile,
+            STORED_KEEPS - {"records"} if superseding else STORED_KEEPS,
+            dict.fromkeys(STORED_KEEPS, changed),
+        )
+
         def work(cur: Cursor) -> list[Stored]:
             head = f"SELECT content_hash, id, key FROM memories WHERE profile = {self.mark} "
             hashes = [item.content_hash for item in items]
@@ -239,12 +261,13 @@ class Relational(ABC):
                     known[item.content_hash] = pair
                 results.append(Stored(*known[item.content_hash], created=pair is not None))
             self._insert_vectors(cur, profile, fresh)
-            derived.insert(cur, self.dialect, profile, fresh)
+            changed.update(key for key, _ in fresh)
+            changed.update(derived.insert(cur, self.dialect, profile, fresh))
             fields.insert(cur, self.mark, profile, fresh)
             lifecycle.insert_facts(cur, self.mark, profile, fresh, supersede_updates)
             return results
 
-        return self._change(profile, work)
+        return self._change(profile, work, kept=kept)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         m = self.mark
@@ -347,11 +370,44 @@ class Relational(ABC):
     def memory_entities(
         self, profile: str, keys: Sequence[int]
     ) -> dict[int, list[tuple[int, str, int, int]]]:
+        # Kept in two parts: what a memory mentions never changes once it is stored, while
+        # an entity's count changes with every new memory that mentions it (readcache.py).
         head = (
             "SELECT m.key, e.id, e.name, e.mentions, m.speaker FROM mentions m JOIN entities e "
             f"ON e.id = m.entity WHERE {self.dialect.by_key}e.profile = {self.mark} AND m.key"
         )
-        return self._sorted_groups("entities", head, profile, keys)
+        counted: dict[int, int] = {}
+
+        def fetch(missing: list[int]) -> dict[int, list[tuple[int, str, int]]]:
+            found = self._grouped(head, profile, missing)
+            for rows in found.values():
+                counted.update((entity, count) for entity, _, count, _ in rows)
+            return {
+                key: sorted((entity, name, speaker) for entity, name, _, speaker in rows)
+                for key, rows in found.items()
+            }
+
+        mentioned = self.cache.keyed("mentions", profile, keys, fetch)
+        wanted = {entity for rows in mentioned.values() for entity, _, _ in rows}
+        # the counts read with the mentions are as current as they are
+        counts = {**self._entity_counts(profile, wanted - counted.keys()), **counted}
+        return {
+            key: [(entity, name, counts.get(entity, 0), speaker) for entity, name, speaker in rows]
+            for key, rows in mentioned.items()
+        }
+
+    def _entity_counts(self, profile: str, entities: Iterable[int]) -> dict[int, int]:
+        """How many memories mention each of ``entities``."""
+        head = (
+            f"SELECT id, mentions FROM entities WHERE {self.dialect.by_key}profile = {self.mark} "
+            "AND id"
+        )
+        return self.cache.keyed(
+            "entity counts",
+            profile,
+            entities,
+            lambda missing: dict(self._select_in(head, profile, missing)),
+        )
 
     def edges_from(
         self, profile: str, keys: Sequence[int]

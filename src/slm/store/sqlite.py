@@ -27,7 +27,7 @@ from slm.store import fields
 from slm.store.base import Postings
 from slm.store.files import private_directory, private_file
 from slm.store.lifecycle import Cursor
-from slm.store.readcache import ReadCache
+from slm.store.readcache import Kept, ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
@@ -102,16 +102,24 @@ class SQLiteStore(Relational):
         return self._conn.read(work)
 
     def _change(
-        self, profile: str | None, work: Callable[[Cursor], T], *, lasting: bool = True
+        self,
+        profile: str | None,
+        work: Callable[[Cursor], T],
+        *,
+        lasting: bool = True,
+        kept: Kept | None = None,
     ) -> T:
         # a write for a profile changes memories or what derives from them; the others
         # (feedback, the recall log, settings) change nothing the read cache keeps
         if profile is None:  # nor anything a vector index holds
             return self._conn.write(work, lasting=lasting)
+        committed = False
         try:
-            return self._write(work)
+            result = self._write(work)
+            committed = True
+            return result
         finally:
-            self.cache.clear()
+            self.cache.clear(kept if committed else None)
 
     # -- writes -----------------------------------------------------------------------
 
