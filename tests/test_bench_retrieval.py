@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from slm import validate
+from slm import Memory, Settings, validate
 from slm.channels import ALL_CHANNELS
 from slm.cli import cli
+from slm_bench.report import AFTER_WRITES, after_writes
 
 BEAM = Path(__file__).resolve().parents[2] / "shared" / "data" / "beam-dev.json"
 
@@ -122,3 +124,17 @@ def test_progress_on_stderr_unless_quiet(tmp_path: Path) -> None:
     assert json.loads(shown.stdout)["scored"] == 3  # stdout stays the report alone
     quiet = run(["--data", str(data), "--quiet"])
     assert quiet.exit_code == 0 and quiet.stderr == ""
+
+
+def test_after_writes_stores_one_memory_before_each_timed_recall(tmp_path: Path) -> None:
+    too_long = "x" * (validate.MAX_CONTENT_BYTES + 1)
+    items = [{"content": too_long}] + [{"content": f"note {i} about the boiler"} for i in range(3)]
+    now = datetime(2024, 3, 15, tzinfo=UTC)
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        times = after_writes(memory, ["boiler?", "which note?"], items, now)
+        assert len(times) == 2 and all(ms > 0 for ms in times)
+        assert memory.count() == 2  # the refused item passed over, one per question
+        many = [f"question {i}?" for i in range(AFTER_WRITES + 5)]
+        notes = [{"content": f"entry {i}"} for i in range(AFTER_WRITES + 5)]
+        assert len(after_writes(memory, many, notes, now)) == AFTER_WRITES
+        assert memory.count() == 2 + AFTER_WRITES

@@ -6,9 +6,10 @@ through the public bulk API. Every question of categories 1-4 is asked with defa
 settings and top 10 scored against its cleaned evidence ids; category 5 is reported apart.
 Abstention is checked by asking each store the questions of another conversation.
 Relative time in questions is resolved against the conversation's last session date.
-Then, as an agent stores something between its questions, :data:`AFTER_WRITES` questions
-are asked again, each right after storing one more turn, of the next conversation
-(``latency_ms.after_write_p50``; the scored figures are taken before).
+Then, as an agent stores something between its questions, the first questions are asked
+again, each right after storing one more turn of the next conversation
+(``slm_bench.report.after_writes``, ``latency_ms.after_write_p50``; the scored figures are
+taken before).
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ from slm.embed import make_embedder
 from slm.engine import Memory, MemoryInput
 from slm.errors import InvalidInput
 from slm.settings import Settings
-from slm_bench.metrics import percentile
 from slm_bench.report import (
     Answer,
     ablation,
     ablation_table,
     abstention,
+    after_write_latency,
     after_writes,
     ask,
     by_kind,
@@ -48,9 +49,6 @@ from slm_bench.report import (
 )
 
 SCORED_CATEGORIES = (1, 2, 3, 4)
-#: Questions per conversation asked again right after storing one more memory each (the
-#: next conversation's turns): recall as an agent sees it, between its writes.
-AFTER_WRITES = 50
 CATEGORY_NAMES = {
     1: "multi-hop",
     2: "temporal",
@@ -236,7 +234,7 @@ def run(
                 for q in foreign:
                     negatives[name].append(_ask(memory, dia, q, conv.last_time, config))
             if other is not None:  # the next conversation's turns arriving between questions
-                texts = [q.text for q in asked[:AFTER_WRITES]]
+                texts = [q.text for q in asked]
                 after += after_writes(memory, texts, other.turns, conv.last_time)
         if progress:
             progress(f"{conv.sample_id}: {len(records)} memories, {len(asked)} questions")
@@ -253,9 +251,7 @@ def run(
         "ingest_ms_per_memory": round(ingest_ms / max(memories, 1), 3),
         **score(positives["all"], negatives["all"]),
     }
-    if after:
-        report["latency_ms"]["after_write_p50"] = round(percentile(after, 50), 3)
-        report["latency_ms"]["after_write_p95"] = round(percentile(after, 95), 3)
+    report["latency_ms"].update(after_write_latency(after))
     if ablate:
         report["ablation"] = ablation(positives, negatives, score, _scored)
     return report

@@ -6,6 +6,7 @@ the abstention check, the paired comparison of two configurations, and the Markd
 
 from __future__ import annotations
 
+import contextlib
 import re
 import tempfile
 import time
@@ -19,10 +20,14 @@ from typing import Any
 
 from slm.embed import Embedder
 from slm.engine import Memory, MemoryInput
+from slm.errors import InvalidInput
 from slm.settings import Settings
 from slm_bench.metrics import auroc, hit_at, mcnemar_p, percentile, recall_at, reciprocal_rank
 
 K = 10
+#: Questions per store asked again right after storing one more memory each (another
+#: conversation's): recall as an agent sees it, between its writes (:func:`after_writes`).
+AFTER_WRITES = 50
 COLUMNS = ("hit@1", "hit@5", "hit@10", "recall@10", "mrr@10")
 
 
@@ -141,15 +146,32 @@ def after_writes(
     now: datetime,
 ) -> list[float]:
     """As an agent does between questions: store one of ``items`` (untimed), then recall one
-    of ``questions``, timed as :func:`ask` times it. Its ms per question; run after every
-    scored question, as it adds memories."""
+    of ``questions``, timed as :func:`ask` times it (an item the engine refuses is passed
+    over). Its ms per question; run after every scored question, as it adds memories."""
+    accepted: list[MemoryInput | Mapping[str, Any]] = []
+    for item in items:
+        if len(accepted) == min(AFTER_WRITES, len(questions)):
+            break
+        with contextlib.suppress(InvalidInput):
+            memory.validate_item(item)
+            accepted.append(item)
     times = []
-    for question, item in zip(questions, items, strict=False):
+    for question, item in zip(questions, accepted, strict=False):
         memory.remember_many([item])
         start = time.perf_counter()
         memory.recall(question, k=K, now=now)
         times.append((time.perf_counter() - start) * 1000)
     return times
+
+
+def after_write_latency(times: Sequence[float]) -> dict[str, float]:
+    """The latency fields of :func:`after_writes` (none when nothing was asked)."""
+    if not times:
+        return {}
+    return {
+        "after_write_p50": round(percentile(times, 50), 3),
+        "after_write_p95": round(percentile(times, 95), 3),
+    }
 
 
 def latency_line(report: Mapping[str, Any]) -> str:

@@ -13,6 +13,8 @@ against the scored questions of the same store). A question's "now" is its insta
 latest event time. A memory the engine refuses (over the size limit, say) is not stored:
 the report counts such memories, gives their ids and the engine's reason, and the
 questions whose evidence they were still count (as misses where nothing else is found).
+Then the first answerable questions are asked again, each right after storing one more
+memory of the next instance (``slm_bench.report.after_writes``: recall between writes).
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from slm_bench.report import (
     ablation,
     ablation_table,
     abstention,
+    after_write_latency,
+    after_writes,
     ask,
     by_kind,
     configurations,
@@ -185,7 +189,8 @@ def run(
     unscored = 0
     # One model per run, as in one agent process; its load counts in the first ingest.
     embedder = make_embedder(settings.embedder)
-    for instance in data:
+    after: list[float] = []
+    for index, instance in enumerate(data):
         with fresh_store(dsn, settings, embedder, f"bench-{run_id}-{instance.id}") as memory:
             start = time.perf_counter()
             ids = store_all(memory, instance.memories, refused)
@@ -199,6 +204,10 @@ def run(
                 for config_name, config in configs.items():
                     answer = ask(memory, ids, q.text, q.kind, q.evidence, instance.now, config)
                     (positives if q.answerable else negatives)[config_name].append(answer)
+            if len(data) > 1:  # the next instance's memories arriving between questions
+                texts = [q.text for q in asked if q.answerable]
+                later = data[(index + 1) % len(data)].memories
+                after += after_writes(memory, texts, later, instance.now)
         if progress:
             progress(f"{instance.id}: {len(ids)} memories, {len(asked)} questions")
     report: dict[str, Any] = {
@@ -213,6 +222,7 @@ def run(
         "ingest_ms_per_memory": round(ingest_ms / max(stored, 1), 3),
         **score(positives["all"], negatives["all"]),
     }
+    report["latency_ms"].update(after_write_latency(after))
     if ablate:
         report["ablation"] = ablation(positives, negatives, score)
     return report
