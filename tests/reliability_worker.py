@@ -141,13 +141,14 @@ def _hang_inside_graph_write(marker: str, batch: int) -> None:
     original = derived.insert
     calls = 0
 
-    def insert_graph(*args: Any, **kwargs: Any) -> None:
+    def insert_graph(*args: Any, **kwargs: Any) -> set[int]:
         nonlocal calls
         calls += 1
-        original(*args, **kwargs)
+        linked = original(*args, **kwargs)
         if calls == batch:
             Path(marker).touch()
             time.sleep(3600)
+        return linked
 
     derived.insert = insert_graph
 
@@ -181,8 +182,8 @@ def hang_ranker(store: str, marker: str) -> None:
 
     original = sqlite_conn.Connection.write
 
-    def write(self: Any, work: Any) -> Any:
-        return original(self, lambda db: work(_Spy(db, marker)))
+    def write(self: Any, work: Any, **options: Any) -> Any:
+        return original(self, lambda db: work(_Spy(db, marker)), **options)
 
     with Memory(store, settings=FAKE) as memory:
         sqlite_conn.Connection.write = write  # type: ignore[method-assign]

@@ -325,9 +325,9 @@ def test_only_the_recall_log_commits_without_waiting_for_the_disk(
     writes: list[bool] = []
     change = store._change
 
-    def recorded(profile: Any, work: Any, *, lasting: bool = True) -> Any:
+    def recorded(profile: Any, work: Any, *, lasting: bool = True, **options: Any) -> Any:
         writes.append(lasting)
-        return change(profile, work, lasting=lasting)
+        return change(profile, work, lasting=lasting, **options)
 
     monkeypatch.setattr(store, "_change", recorded)
     response = memory.recall("Who services the boiler?")
