@@ -21,6 +21,7 @@ grow with the store.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import ClassVar
 
 import numpy as np
@@ -74,6 +75,17 @@ def attention(
     return softmax(energies(patterns, query, beta, steps))
 
 
+@cache
+def _self_check() -> Health:
+    """Whether a noisy cue retrieves its stored pattern: the same arithmetic every time, so
+    it runs once per process, not on every recall (it cost 0.08 ms a recall)."""
+    patterns = np.eye(4, 8, dtype=np.float32)
+    cue = np.array([0.9, 0.5, 0, 0, 0, 0, 0.3, 0], dtype=np.float32)
+    if int(np.argmax(attention(patterns, cue / np.linalg.norm(cue)))) != 0:
+        return Health(False, "Hopfield self-check did not retrieve the stored pattern")
+    return Health(True)
+
+
 class HopfieldChannel:
     name: ClassVar[str] = "hopfield"
     weight: ClassVar[float] = 0.2
@@ -85,11 +97,7 @@ class HopfieldChannel:
         pass
 
     def health(self) -> Health:
-        patterns = np.eye(4, 8, dtype=np.float32)
-        cue = np.array([0.9, 0.5, 0, 0, 0, 0, 0.3, 0], dtype=np.float32)
-        if int(np.argmax(attention(patterns, cue / np.linalg.norm(cue)))) != 0:
-            return Health(False, "Hopfield self-check did not retrieve the stored pattern")
-        return Health(True)
+        return _self_check()
 
     def candidates(self, context: Context, k: int) -> list[Hit]:
         near = context.nearest(NEIGHBOURHOOD)

@@ -18,9 +18,11 @@ entity is expanded only when its share per member reaches ``MIN_SHARE``.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import ClassVar
 
 import numpy as np
+import numpy.typing as npt
 
 from slm.channels.base import Context, Health, Hit, Need, Role, best_pairs, ranked_arrays
 from slm.channels.graphview import GraphView
@@ -77,26 +79,28 @@ class SpreadingChannel:
         query, graph = context.query, context.graph
         degree: dict[int, int] = {}
         memories, entities = self.seeds(context, degree)
-        received: dict[int, float] = defaultdict(float, memories)
+        # What each memory received, hop by hop: the seeds first, then each hop's sums, so
+        # that a memory's total is added up in that order.
+        received = [(_keys_of(memories), np.fromiter(memories.values(), np.float64))]
         for hop in range(HOPS):
             if not memories and not entities:
                 break
             last = hop == HOPS - 1
-            next_memories, next_entities = self._hop(
+            keys, sums, next_entities = self._hop(
                 context.store, query.profile, graph, memories, entities, degree, last
             )
-            for key, value in next_memories.items():
-                received[key] += value
-            memories, entities = _top(next_memories, FRONTIER), _top(next_entities, FRONTIER)
-        scored = [
-            (key, value)
-            for key, value in received.items()
-            if value >= MIN_ACTIVATION and query.admits(key)
-        ]
-        if not scored:
-            return []
-        keys, values = zip(*scored, strict=True)
-        return ranked_arrays(np.array(keys, dtype=np.int64), np.array(values, dtype=np.float64), k)
+            received.append((keys, sums))
+            if not last:
+                memories = _best(keys, sums, FRONTIER)
+                entities = _top(next_entities, FRONTIER)
+        keys, totals = _summed(
+            np.concatenate([keys for keys, _ in received]),
+            np.concatenate([sums for _, sums in received]),
+        )
+        chosen = totals >= MIN_ACTIVATION
+        if query.allowed is not None:
+            chosen &= np.isin(keys, _keys_of(query.allowed))
+        return ranked_arrays(keys[chosen], totals[chosen], k)
 
     def _hop(
         self,
@@ -107,19 +111,20 @@ class SpreadingChannel:
         entities: dict[int, float],
         degree_of: dict[int, int],
         last: bool,
-    ) -> tuple[dict[int, float], dict[int, float]]:
-        """One step of activation; on the ``last`` hop only memories matter (they are the
-        candidates), so memory-to-entity flow is not computed."""
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], dict[int, float]]:
+        """One step of activation: the memories it reaches by ascending key, what each
+        receives, and what each entity receives. On the ``last`` hop only memories matter
+        (they are the candidates), so memory-to-entity flow is not computed."""
         # What each memory receives, as (to, amount) in the order the sums are taken.
         to: list[int] = []
         amounts: list[float] = []
         out_entities: dict[int, float] = defaultdict(float)
-        keys = list(memories)
-        for key, edges in graph.edges(keys).items():
+        sources = list(memories)
+        for key, edges in graph.edges(sources).items():
             passed, fanout = DECAY * memories[key], len(edges)  # the same arithmetic, hoisted
             to.extend([neighbour for neighbour, _, _ in edges])
             amounts.extend([passed * weight / fanout for _, _, weight in edges])
-        mentions = {} if last else graph.mentions(keys)
+        mentions = {} if last else graph.mentions(sources)
         for key, mentioned in mentions.items():
             share = DECAY * memories[key] / len(mentioned)
             for entity, _, count, _ in mentioned:
@@ -134,15 +139,28 @@ class SpreadingChannel:
         for entity, members in members_of.items():
             to.extend(members)
             amounts.extend([shares[entity]] * len(members))
-        return _summed(to, amounts), dict(out_entities)
+        keys, sums = _summed(np.array(to, dtype=np.int64), np.array(amounts, dtype=np.float64))
+        return keys, sums, dict(out_entities)
 
 
-def _summed(to: list[int], amounts: list[float]) -> dict[int, float]:
-    """The sum of ``amounts`` per key of ``to``, each added in the order given (so the
-    floating-point sums are those of a loop over them), by ascending key."""
-    if not to:
-        return {}
-    keys, where = np.unique(np.array(to, dtype=np.int64), return_inverse=True)
-    sums = np.zeros(len(keys), dtype=np.float64)
-    np.add.at(sums, where, np.array(amounts, dtype=np.float64))  # unbuffered: in order
+def _keys_of(keys: Iterable[int]) -> npt.NDArray[np.int64]:
+    return np.fromiter(keys, dtype=np.int64)
+
+
+def _summed(
+    to: npt.NDArray[np.int64], amounts: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    """Each key of ``to`` once, ascending, and the sum of its ``amounts``, added in the
+    order given (``bincount`` adds one by one: the floating-point sums are those of a loop
+    over them)."""
+    keys, where = np.unique(to, return_inverse=True)
+    sums = np.bincount(where, weights=amounts, minlength=len(keys))
+    return keys, sums.astype(np.float64, copy=False)
+
+
+def _best(keys: npt.NDArray[np.int64], sums: npt.NDArray[np.float64], n: int) -> dict[int, float]:
+    """:func:`_top` of the memories one hop reached (unique keys, ascending)."""
+    if len(keys) > n:
+        order = np.lexsort((keys, -sums))[:n]
+        keys, sums = keys[order], sums[order]
     return dict(zip(keys.tolist(), sums.tolist(), strict=True))

@@ -19,6 +19,7 @@ neighbourhood, ranked by cosine.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import cache
 from typing import ClassVar
 
 import numpy as np
@@ -60,6 +61,16 @@ def proximity(
     return out
 
 
+@cache
+def _self_check() -> Health:
+    """Whether a month is read as its window: the same reading every time, so it runs once
+    per process, not on every recall (it cost 0.09 ms a recall)."""
+    probe = query_window("what happened in July 2024?", datetime(2025, 1, 1, tzinfo=UTC))
+    if probe is None or probe.start != datetime(2024, 7, 1, tzinfo=UTC):
+        return Health(False, "time-expression self-check failed")
+    return Health(True)
+
+
 class TemporalChannel:
     name: ClassVar[str] = "temporal"
     weight: ClassVar[float] = 0.7
@@ -71,10 +82,7 @@ class TemporalChannel:
         pass
 
     def health(self) -> Health:
-        probe = query_window("what happened in July 2024?", datetime(2025, 1, 1, tzinfo=UTC))
-        if probe is None or probe.start != datetime(2024, 7, 1, tzinfo=UTC):
-            return Health(False, "time-expression self-check failed")
-        return Health(True)
+        return _self_check()
 
     def candidates(self, context: Context, k: int) -> list[Hit]:
         if context.query.window is not None:
