@@ -5,7 +5,9 @@ evidence floor: the contract's ``relevance_score`` and what abstention is decide
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from slm.channels import Context, Hit
 from slm.models import to_micros
@@ -18,8 +20,7 @@ from slm.store import times_in
 APPLIES = 0.35
 
 
-@dataclass(frozen=True, slots=True)
-class Evidence:
+class Evidence(NamedTuple):  # a tuple: built for every candidate of every recall
     cosine: float
     lexical: float
     temporal: bool
@@ -48,31 +49,39 @@ def weigh_evidence(
         if hit.key in similarity and hit.score >= APPLIES:
             applying.add(hit.key)
             similarity[hit.key] = max(similarity[hit.key], hit.score)
-    cosines = [similarity[key] for key in keys]
+    cosine = np.array([similarity[key] for key in keys], dtype=np.float64)
     mean, count = store.vectors.mean(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(context, keys)
+    temporal = np.fromiter((key in in_window for key in keys), bool, len(keys))
     lexicon = context.lexicon
-    held = lexicon.matched(keys) if query.terms else {}
-    out: dict[int, Evidence] = {}
-    for key, cosine in zip(keys, cosines, strict=True):
-        lexical = (
-            fusion.lexical_coverage(query.terms, held[key], lexicon.idf) if query.terms else 0.0
+    if query.terms:
+        held = lexicon.matched(keys)
+        lexical = fusion.lexical_coverages(query.terms, [held[key] for key in keys], lexicon.idf)
+    else:
+        lexical = np.zeros(len(keys), dtype=np.float64)
+    low, high = settings.relevance_cos_low, settings.relevance_cos_high
+    semantic = fusion.semantic_strength(cosine, low, high)
+    background = fusion.background(total, count, cosine)
+    primary = (
+        (cosine - background >= settings.semantic_floor)
+        | (lexical >= settings.lexical_floor)
+        | temporal
+        | np.fromiter((key in applying for key in keys), bool, len(keys))
+    )
+    score = fusion.relevance(semantic, lexical, temporal.astype(np.float64))
+    return {
+        key: Evidence._make(row)
+        for key, *row in zip(
+            keys,
+            cosine.tolist(),
+            lexical.tolist(),
+            temporal.tolist(),
+            score.tolist(),
+            primary.tolist(),
+            strict=True,
         )
-        semantic = fusion.semantic_strength(
-            cosine, settings.relevance_cos_low, settings.relevance_cos_high
-        )
-        temporal = key in in_window
-        background = fusion.background(total, count, cosine)
-        primary = (
-            cosine - background >= settings.semantic_floor
-            or lexical >= settings.lexical_floor
-            or temporal
-            or key in applying
-        )
-        score = fusion.relevance(semantic, lexical, 1.0 if temporal else 0.0)
-        out[key] = Evidence(cosine, lexical, temporal, score, primary)
-    return out
+    }
 
 
 def _in_window(context: Context, keys: Sequence[int]) -> set[int]:

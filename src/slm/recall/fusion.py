@@ -9,9 +9,15 @@ and how much of the question's specific vocabulary it contains.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from slm.channels.base import Hit
+
+#: A score, or an array of scores (one per candidate): the formulas below read both.
+Number = TypeVar("Number", float, npt.NDArray[np.float64])
 
 #: Weights of lexical coverage and a time-window match in the relevance noisy-or.
 LEXICAL_RELEVANCE_WEIGHT = 0.6
@@ -45,12 +51,14 @@ def shares(
     return {name: (part, part / total) for name, part in parts.items()}
 
 
-def semantic_strength(cosine: float, low: float, high: float) -> float:
-    """Cosine similarity mapped linearly onto 0..1: ``clip((cos - low) / (high - low), 0, 1)``.
+def semantic_strength(cosine: Number, low: float, high: float) -> Number:
+    """Cosine similarity mapped linearly onto 0..1: ``clip((cos - low) / (high - low), 0, 1)``
+    (a cosine, or an array of them).
 
     ``low`` is where unrelated texts sit for the model, ``high`` where paraphrases start.
     """
-    return min(1.0, max(0.0, (cosine - low) / (high - low)))
+    clipped: Number = np.clip((cosine - low) / (high - low), 0.0, 1.0)
+    return clipped
 
 
 #: Prior for the background similarity: a profile of a few memories is a noisy estimate of
@@ -59,16 +67,17 @@ BACKGROUND_PRIOR = 0.0
 BACKGROUND_PRIOR_WEIGHT = 20
 
 
-def background(total: float, count: int, cosine: float) -> float:
+def background(total: float, count: int, cosine: Number) -> Number:
     """The query's mean cosine to the other memories of the profile (leave-one-out), shrunk
     toward a prior for small profiles, where a few memories are a noisy estimate::
 
         background = (total - cos(d)) / (N - 1 + 20)
 
-    ``total`` is the sum of cosines over all N memories, ``N * (query . mean vector)``.
+    ``total`` is the sum of cosines over all N memories, ``N * (query . mean vector)``;
+    ``cosine`` is one candidate's, or an array of them.
     """
     others = max(count - 1, 0)
-    rest = total - cosine if others else 0.0
+    rest = total - cosine if others else cosine * 0.0
     prior = BACKGROUND_PRIOR_WEIGHT * BACKGROUND_PRIOR
     return (rest + prior) / (others + BACKGROUND_PRIOR_WEIGHT)
 
@@ -82,23 +91,35 @@ def lexical_coverage(
 
     0 when the query has no terms. Rare words count more than common ones.
     """
-    total = matched = 0.0
+    return float(lexical_coverages(query_terms, [doc_terms], term_idf)[0])
+
+
+def lexical_coverages(
+    query_terms: Iterable[str], docs_terms: Sequence[set[str]], term_idf: Mapping[str, float]
+) -> npt.NDArray[np.float64]:
+    """:func:`lexical_coverage` of each of several documents, as an array (each sum taken
+    term by term in the query's order, as a loop over them would)."""
+    total = 0.0
+    matched = np.zeros(len(docs_terms), dtype=np.float64)
     for term in query_terms:
         weight = term_idf.get(term, 0.0)
         total += weight
-        if term in doc_terms:
-            matched += weight
-    return matched / total if total > 0 else 0.0
+        matched += weight * np.fromiter((term in d for d in docs_terms), bool, len(docs_terms))
+    if total <= 0:
+        return np.zeros(len(docs_terms), dtype=np.float64)
+    out: npt.NDArray[np.float64] = matched / total
+    return out
 
 
-def relevance(semantic: float, lexical: float, temporal: float = 0.0) -> float:
+def relevance(semantic: Number, lexical: Number, temporal: float | Number = 0.0) -> Number:
     """Bounded relevance from the evidence strengths (each 0..1), as a noisy-or::
 
         relevance = 1 - (1 - semantic) * (1 - 0.6 * lexical) * (1 - 0.3 * temporal)
 
     0 when no kind of evidence is present, 1 only for a near-paraphrase; agreement of kinds
     scores higher than any alone. The inputs are query-independent scales, so a score means
-    roughly the same across queries (it is not a probability).
+    roughly the same across queries (it is not a probability). Each input is a number or
+    an array of them (one per candidate).
     """
     return 1.0 - (
         (1.0 - semantic)
