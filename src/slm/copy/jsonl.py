@@ -364,7 +364,7 @@ def _store_feedback(memory: Memory, items: list[dict[str, Any]], ids: dict[str, 
             if request is None:
                 continue
             entry = LoggedRecall(query_id, event.created_at, json.dumps(request), "[]")
-            memory.store.feedback.log(memory.profile, entry)
+            memory.store.feedback.log(memory.profile, [entry])
         memory.store.feedback.add(memory.profile, record.source or "", event.useful, event)
         recorded += 1
     return recorded

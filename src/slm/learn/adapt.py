@@ -20,7 +20,6 @@ import time
 import uuid
 import zlib
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +29,7 @@ import numpy as np
 from slm.contract import RecallResponse
 from slm.errors import ModelError, NotFound, SlmError
 from slm.learn.features import Candidates, feature_names
+from slm.learn.logwriter import LogWriter
 from slm.learn.model import Example, Ranker, default_ranker, fit, order
 from slm.learn.rerank import Reranking
 from slm.models import RecallRequest
@@ -90,8 +90,7 @@ class Learning:
         self._state: LearnedState | None = None
         self._read_at = -MODEL_TTL
         self.error: str | None = None
-        # One thread, so the log is written in the order of the recalls (started on use).
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="slm-log")
+        self._writer = LogWriter(self._log)
 
     @property
     def active(self) -> bool:
@@ -156,9 +155,9 @@ class Learning:
     def logged(self, response: RecallResponse, request: RecallRequest) -> RecallResponse:
         """``response`` with a ``query_id``, the request and its results kept under it.
 
-        The log is written by a thread of its own, so that a recall never waits for a write
-        (:meth:`flush` waits for it); a store that cannot keep it costs feedback on this
-        recall, not the recall."""
+        The log is written by a thread of its own when recalls pause (slm/learn/logwriter.py),
+        so that a recall never waits for a write (:meth:`flush` waits for it); a store that
+        cannot keep it costs feedback on this recall, not the recall."""
         query_id = uuid.uuid4().hex
         now = datetime.now(UTC)
         try:
@@ -172,24 +171,26 @@ class Learning:
                 json.dumps(kept),
                 json.dumps(response.ids),
             )
-            self._writer.submit(self._log, entry)
+            self._writer.submit(entry)
         except (TypeError, ValueError, RuntimeError) as exc:
             log.warning("slm: recall not logged, feedback cannot name it: %s", exc)
         return replace(response, query_id=query_id)
 
-    def _log(self, entry: LoggedRecall) -> None:
+    def _log(self, entries: Sequence[LoggedRecall]) -> None:
         try:
-            self.store.feedback.log(self.profile, entry)
+            self.store.feedback.log(self.profile, entries)
         except SlmError as exc:
-            log.warning("slm: recall not logged, feedback cannot name it: %s", exc)
+            log.warning(
+                "slm: %d recalls not logged, feedback cannot name them: %s", len(entries), exc
+            )
 
     def flush(self) -> None:
         """Wait until every recall logged so far is written."""
-        self._writer.submit(lambda: None).result()
+        self._writer.flush()
 
     def close(self) -> None:
         """Write what is pending and stop the log's thread."""
-        self._writer.shutdown(wait=True)
+        self._writer.close()
 
     def logged_recall(self, query_id: str) -> LoggedRecall:
         """The logged recall ``query_id`` names; :class:`NotFound` when the profile has none."""

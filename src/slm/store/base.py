@@ -376,9 +376,10 @@ class FeedbackLog(Protocol):
         """Erase the profile's feedback events, recall log and source trust counts; the
         number of events erased."""
 
-    def log(self, profile: str, entry: LoggedRecall) -> None:
-        """Keep a recall's request and results under its ``query_id`` (committed without
-        waiting for the disk: a power cut may lose the last few)."""
+    def log(self, profile: str, entries: Sequence[LoggedRecall]) -> None:
+        """Keep each recall's request and results under its ``query_id``, in one
+        transaction (committed without waiting for the disk: a power cut may lose the last
+        few)."""
 
     def logged(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
         """The logged recalls among ``query_ids``."""

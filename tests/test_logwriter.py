@@ -1,0 +1,121 @@
+"""The recall log's writer (slm/learn/logwriter.py): entries written in order, in batches
+when recalls pause, at once on flush, the rest on close or at exit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from slm.learn import logwriter
+from slm.learn.logwriter import LogWriter
+from slm.store.base import LoggedRecall
+
+
+def entry(n: int) -> LoggedRecall:
+    return LoggedRecall(f"q{n}", n, "{}", "[]")
+
+
+class Sink:
+    def __init__(self, fail_first: bool = False) -> None:
+        self.batches: list[list[str]] = []
+        self.fail_first = fail_first
+        self.lock = threading.Lock()
+
+    def __call__(self, entries: Sequence[LoggedRecall]) -> None:
+        with self.lock:
+            if self.fail_first:
+                self.fail_first = False
+                raise RuntimeError("disk on fire")
+            self.batches.append([e.query_id for e in entries])
+
+    @property
+    def written(self) -> list[str]:
+        with self.lock:
+            return [q for batch in self.batches for q in batch]
+
+
+def test_entries_submitted_back_to_back_are_written_together_and_in_order() -> None:
+    sink = Sink()
+    writer = LogWriter(sink)
+    for n in range(200):
+        writer.submit(entry(n))
+    writer.flush()
+    assert sink.written == [f"q{n}" for n in range(200)]
+    assert len(sink.batches) < 20  # batched, not one write per recall
+    writer.close()
+
+
+def test_a_pause_writes_what_waits_without_a_flush() -> None:
+    sink = Sink()
+    writer = LogWriter(sink)
+    writer.submit(entry(1))
+    deadline = time.monotonic() + 5
+    while not sink.written and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert sink.written == ["q1"]
+    writer.close()
+
+
+def test_nothing_is_written_while_recalls_keep_coming_before_the_longest_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(logwriter, "QUIET_S", 5.0)
+    monkeypatch.setattr(logwriter, "LONGEST_S", 5.0)
+    sink = Sink()
+    writer = LogWriter(sink)
+    writer.submit(entry(1))
+    time.sleep(0.1)
+    assert sink.written == []  # still lingering
+    writer.flush()  # feedback naming the recall does not wait for the pause
+    assert sink.written == ["q1"]
+    writer.close()
+
+
+def test_close_writes_the_rest_and_refuses_more() -> None:
+    sink = Sink()
+    writer = LogWriter(sink)
+    for n in range(5):
+        writer.submit(entry(n))
+    writer.close()
+    assert sink.written == [f"q{n}" for n in range(5)]
+    with pytest.raises(RuntimeError, match="closed"):
+        writer.submit(entry(9))
+
+
+def test_a_failed_write_loses_its_batch_not_the_writer() -> None:
+    sink = Sink(fail_first=True)
+    writer = LogWriter(sink)
+    writer.submit(entry(1))
+    writer.flush()  # returns although the write failed
+    writer.submit(entry(2))
+    writer.flush()
+    assert sink.written == ["q2"]
+    writer.close()
+
+
+def test_a_process_that_never_closes_its_store_still_logs_its_recalls(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    script = f"""
+import sys
+from slm import Memory
+from slm.embed.fake import FakeEmbedder
+m = Memory({str(path)!r}, embedder=FakeEmbedder())
+m.remember("Ana lives in Lisbon")
+print(m.recall("Where does Ana live?").query_id)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    query_id = done.stdout.strip().splitlines()[-1]
+    from slm import Memory
+    from slm.embed.fake import FakeEmbedder
+
+    with Memory(path, embedder=FakeEmbedder()) as memory:
+        assert memory.learning.logged_recall(query_id).query_id == query_id
