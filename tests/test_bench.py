@@ -85,10 +85,14 @@ def test_locomo_slice_through_the_cli(tmp_path: Path) -> None:
         "embed_p95",
         "after_write_p50",
         "after_write_p95",
+        "steps_p50",
     }
     assert report["latency_ms"]["embed_p50"] > 0
     assert report["latency_ms"]["after_write_p50"] > 0
     assert "right after storing a memory" in result.output
+    steps = report["latency_ms"]["steps_p50"]
+    assert list(steps)[:4] == ["interpret", "while embedding", "embedding wait", "channels"]
+    assert steps["embedding wait"] > 0 and "where a recall goes" in result.output
     assert report["ingest_ms_per_memory"] > 0
     assert set(report["abstention"]) >= {"auroc", "negatives_abstained", "positives_abstained"}
     assert len(report["ablation"]) == len(ALL_CHANNELS)

@@ -76,8 +76,9 @@ def test_generic_layout_through_the_cli(tmp_path: Path) -> None:
     assert report["overall"]["fewer_than_10"] == 3  # four memories in the store
     assert report["abstention"]["negatives"] == 1
     assert 0.0 <= report["abstention"]["auroc"] <= 1.0
-    assert set(report["latency_ms"]) == {"p50", "p95", "embed_p50", "embed_p95"}
+    assert set(report["latency_ms"]) == {"p50", "p95", "embed_p50", "embed_p95", "steps_p50"}
     assert report["latency_ms"]["embed_p50"] > 0
+    assert report["latency_ms"]["steps_p50"]["embedding wait"] > 0
     assert len(report["ablation"]) == len(ALL_CHANNELS)
     assert report["command"].startswith("slm bench retrieval --data")
     assert "| overall | 3 |" in result.output

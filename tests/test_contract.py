@@ -9,6 +9,7 @@ import pytest
 
 from slm import Memory, Settings
 from slm.embed.minilm import MiniLMEmbedder
+from slm.recall.pipeline import STAGES
 
 RESPONSE_KEYS = {
     "score_contract_version",
@@ -150,6 +151,12 @@ def test_trace_reports_channels(populated: Memory) -> None:
     top = trace["results"][0]
     assert top["id"] == body["results"][0]["id"]
     assert set(top["channels"]) <= {"semantic", "bm25", "temporal", "hopfield", "spreading"}
+    # where the time went, step by step, in order: the read path, then the ranking stages
+    steps = trace["timings_ms"]
+    assert list(steps)[:4] == ["interpret", "while embedding", "embedding wait", "channels"]
+    assert list(steps)[4:] == [stage.__name__ for _, stage in STAGES] + ["results"]
+    assert all(ms >= 0 for ms in steps.values())
+    assert sum(steps.values()) <= trace["total_ms"]
 
 
 def test_contract_is_the_same_from_every_memory_instance(

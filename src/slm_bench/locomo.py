@@ -43,6 +43,8 @@ from slm_bench.report import (
     fresh_store,
     latency,
     latency_line,
+    step_latency,
+    steps,
     summarise,
     table_head,
     table_row,
@@ -212,6 +214,7 @@ def run(
     negatives: dict[str, list[Answer]] = defaultdict(list)
     run_id, ingest_ms, memories = uuid.uuid4().hex[:8], 0.0, 0
     after: list[float] = []
+    split: list[dict[str, float]] = []
     # One model per run, as in one agent process; its load counts in the first ingest.
     embedder = make_embedder(settings.embedder)
     for index, conv in enumerate(data):
@@ -233,6 +236,7 @@ def run(
                     positives[name].append(_ask(memory, dia, q, conv.last_time, config))
                 for q in foreign:
                     negatives[name].append(_ask(memory, dia, q, conv.last_time, config))
+            split += steps(memory, [q.text for q in asked], conv.last_time)
             if other is not None:  # the next conversation's turns arriving between questions
                 texts = [q.text for q in asked]
                 after += after_writes(memory, texts, other.turns, conv.last_time)
@@ -252,6 +256,7 @@ def run(
         **score(positives["all"], negatives["all"]),
     }
     report["latency_ms"].update(after_write_latency(after))
+    report["latency_ms"].update(step_latency(split))
     if ablate:
         report["ablation"] = ablation(positives, negatives, score, _scored)
     return report

@@ -164,6 +164,37 @@ def after_writes(
     return times
 
 
+def steps(memory: Memory, questions: Sequence[str], now: datetime) -> list[dict[str, float]]:
+    """Each of ``questions`` recalled once more, with a trace: where its time went, step by
+    step (the trace's ``timings_ms``). Not timed itself (building the trace costs more)."""
+    return [
+        dict((memory.recall(question, k=K, now=now, trace=True).trace or {})["timings_ms"])
+        for question in questions
+    ]
+
+
+def step_latency(timings: Sequence[Mapping[str, float]]) -> dict[str, dict[str, float]]:
+    """The p50 of each step of :func:`steps` (``latency_ms.steps_p50``), in recall order."""
+    names = list(dict.fromkeys(name for t in timings for name in t))
+    if not names:
+        return {}
+    return {
+        "steps_p50": {
+            name: round(percentile([t.get(name, 0.0) for t in timings], 50), 3) for name in names
+        }
+    }
+
+
+def steps_line(report: Mapping[str, Any]) -> str | None:
+    """The p50 of each step of a recall, in one line (None when not measured)."""
+    split = report["latency_ms"].get("steps_p50")
+    if not split:
+        return None
+    return "where a recall goes, p50 of each step (ms): " + ", ".join(
+        f"{name} {ms:.2f}" for name, ms in split.items()
+    )
+
+
 def after_write_latency(times: Sequence[float]) -> dict[str, float]:
     """The latency fields of :func:`after_writes` (none when nothing was asked)."""
     if not times:
@@ -184,6 +215,7 @@ def latency_line(report: Mapping[str, Any]) -> str:
         f"alone p50 {lat['embed_p50']:.1f} ms: recall {multiple:.2f}x"
         + (f"; right after storing a memory p50 {after:.1f} ms" if after is not None else "")
         + f"); ingest {report['ingest_ms_per_memory']:.2f} ms/memory"
+        + (f"\n{split}" if (split := steps_line(report)) else "")
     )
 
 

@@ -48,6 +48,8 @@ from slm_bench.report import (
     fresh_store,
     latency,
     latency_line,
+    step_latency,
+    steps,
     summarise,
     table_head,
     table_row,
@@ -190,6 +192,7 @@ def run(
     # One model per run, as in one agent process; its load counts in the first ingest.
     embedder = make_embedder(settings.embedder)
     after: list[float] = []
+    split: list[dict[str, float]] = []
     for index, instance in enumerate(data):
         with fresh_store(dsn, settings, embedder, f"bench-{run_id}-{instance.id}") as memory:
             start = time.perf_counter()
@@ -204,6 +207,7 @@ def run(
                 for config_name, config in configs.items():
                     answer = ask(memory, ids, q.text, q.kind, q.evidence, instance.now, config)
                     (positives if q.answerable else negatives)[config_name].append(answer)
+            split += steps(memory, [q.text for q in asked], instance.now)
             if len(data) > 1:  # the next instance's memories arriving between questions
                 texts = [q.text for q in asked if q.answerable]
                 later = data[(index + 1) % len(data)].memories
@@ -223,6 +227,7 @@ def run(
         **score(positives["all"], negatives["all"]),
     }
     report["latency_ms"].update(after_write_latency(after))
+    report["latency_ms"].update(step_latency(split))
     if ablate:
         report["ablation"] = ablation(positives, negatives, score)
     return report

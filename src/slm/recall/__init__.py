@@ -29,6 +29,7 @@ from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
 from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun, run_channels, run_standalone
+from slm.recall.trace import Clock
 from slm.recall.versions import moment_asked
 from slm.settings import Settings
 from slm.store import Filters, Store
@@ -58,22 +59,27 @@ def recall(
         reads the query's postings and runs the standalone channels meanwhile. With
         ``hide_superseded``, memories superseded by the moment the question asks about are
         left out (``slm.recall.versions``); ``reranking`` reorders the top with a learned model
-    (``slm.learn``)."""
+    (``slm.learn``). The trace's ``timings_ms`` says where the time went, step by step."""
     started = time.perf_counter()
+    clock = Clock(started)
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
     with store.cache.pinned():  # other processes' commits checked once per recall
         query, lexicon = interpret(store, profile, text, now, filters, allowed)
         embedding = embed(query.embedded_text)
+        clock.lap("interpret")
         query = _with_versions(store, query, hide_superseded)
         context = Context(store, query, lexicon)
         try:
             lexicon.prefetch()
             early = run_standalone(channels, names, context, per_channel)
+            clock.lap("while embedding")
         finally:
             vector = embedding.result()[0]
+        clock.lap("embedding wait")
         context.query = replace(query, vector=vector)
         runs = run_channels(channels, names, context, per_channel, early)
+        clock.lap("channels")
         response = rank(
             context,
             channels,
@@ -81,7 +87,7 @@ def recall(
             settings,
             k,
             want_trace=want_trace,
-            started=started,
+            clock=clock,
             reranking=reranking,
             reader=reader,
         )

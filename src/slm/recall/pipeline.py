@@ -6,7 +6,6 @@ part of the trace."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,7 +22,7 @@ from slm.recall.evidence import Evidence, admitted, weigh_evidence
 from slm.recall.reader import Reader
 from slm.recall.run import ChannelRun
 from slm.recall.signals import recall_signals
-from slm.recall.trace import interpretation, result_trace, run_trace, trace_ids
+from slm.recall.trace import Clock, interpretation, result_trace, run_trace, trace_ids
 from slm.settings import Settings
 from slm.store import Store, Update
 
@@ -240,21 +239,23 @@ def rank(
     k: int,
     *,
     want_trace: bool,
-    started: float,
+    clock: Clock,
     reranking: Reranking | None = None,
     reader: Reader | None = None,
 ) -> RecallResponse:
     """The response of a recall whose channels ran (``runs``): the :data:`STAGES` over one
     :class:`Ranking`, then the top ``k`` hydrated, each part of the trace from its stage
-    (on demand; ``started``: ``time.perf_counter()`` when the recall began)."""
+    (on demand; ``clock`` times each stage)."""
     rankings = {run.name: run.hits for run in runs if run.ran}
     state = Ranking(context, channels, settings, reranking, reader, rankings)
     parts: dict[str, Any] = {}
     for name, stage in STAGES:
         part = stage(state)
+        clock.lap(stage.__name__)
         if name is not None:
             parts[name] = part
     results, ordered = _results(state, k)
+    clock.lap("results")
     query, evidence = context.query, state.evidence
     reason = NO_CANDIDATES if not state.fused else (EVIDENCE_FLOOR if not results else None)
     trace = None
@@ -275,7 +276,8 @@ def rank(
                 )
                 for r in results
             ],
-            "total_ms": round((time.perf_counter() - started) * 1000, 3),
+            "timings_ms": clock.describe(),
+            "total_ms": round(clock.total_ms(), 3),
         }
     return RecallResponse(
         query=query.text,

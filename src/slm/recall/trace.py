@@ -3,6 +3,7 @@ weighed them and why each result is there."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -95,3 +96,23 @@ def result_trace(
         "fact_boost": round(facts.get(key, 0.0), 6),
         "features": None if features is None else dict(features),
     }
+
+
+class Clock:
+    """Where one recall's time goes: the milliseconds of each step since the one before
+    (``lap``), from ``started`` (``time.perf_counter()`` when the recall began)."""
+
+    def __init__(self, started: float) -> None:
+        self.started = self._last = started
+        self.laps: dict[str, float] = {}
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.laps[step] = self.laps.get(step, 0.0) + (now - self._last) * 1000
+        self._last = now
+
+    def total_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def describe(self) -> dict[str, float]:
+        return {step: round(ms, 3) for step, ms in self.laps.items()}
