@@ -147,6 +147,9 @@ def test_small_run_reports_everything_and_plots(
     embedded = report["embed_ms"]
     assert 0 < embedded["p50"] <= embedded["p95"] <= embedded["max"]
     assert report["channels_ran"]["queries"] == 10
+    steps = report["channels_ran"]["steps_p50"]  # where the traced recalls' time went
+    assert list(steps)[:4] == ["interpret", "while embedding", "embedding wait", "channels"]
+    assert steps["embedding wait"] > 0
     together = report["at_once"]
     assert together["threads"] == 4 and together["same_results_together"] is True
     assert together["recalls_per_s_one"] > 0 and together["recalls_per_s_together"] > 0

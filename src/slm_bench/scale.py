@@ -61,6 +61,7 @@ from slm.errors import ConfigError, InvalidInput, SlmError, install_hint
 from slm.settings import Settings
 from slm_bench import synth
 from slm_bench.metrics import percentile
+from slm_bench.report import step_latency
 from slm_bench.together import at_once
 
 K = 10
@@ -558,12 +559,14 @@ def _traced(memory: Memory, questions: Sequence[Mapping[str, Any]]) -> dict[str,
     ran: Counter[str] = Counter()
     with_hits: Counter[str] = Counter()
     ms: dict[str, float] = {}
+    steps: list[dict[str, float]] = []
     for q in questions:
         trace = memory.recall(q["text"], k=K, now=q["now"], trace=True).trace or {}
         for name, block in trace.get("channels", {}).items():
             ran[name] += bool(block["ran"])
             with_hits[name] += bool(block["candidates"])
             ms[name] = ms.get(name, 0.0) + float(block["ms"])
+        steps.append(dict(trace.get("timings_ms", {})))
     names = list(memory.channels)
     return {
         "queries": len(questions),
@@ -571,6 +574,7 @@ def _traced(memory: Memory, questions: Sequence[Mapping[str, Any]]) -> dict[str,
         "ran": {name: ran[name] for name in names},
         "with_candidates": {name: with_hits[name] for name in names},
         "mean_ms": {name: round(ms.get(name, 0.0) / max(len(questions), 1), 3) for name in names},
+        **step_latency(steps),
     }
 
 
@@ -648,6 +652,12 @@ def markdown(report: Mapping[str, Any]) -> str:
         (
             f"channels that ran in all {chan['queries']} traced recalls",
             ", ".join(chan["all"]) or "none",
+        ),
+        (
+            "where a traced recall goes, p50 of each step",
+            ", ".join(f"{name} {ms:.2f}" for name, ms in split.items()) + " ms"
+            if (split := chan.get("steps_p50"))
+            else "not measured",
         ),
         ("open to first recall", f"{report['open_to_first_recall_s']:.2f} s"),
         ("page cache before serving", report.get("page_cache", "not recorded")),
