@@ -4,6 +4,7 @@ line, stores that are not created by mistake, output that says what it shows."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -158,6 +159,7 @@ def test_human_output_says_what_it_shows(db: Path) -> None:
     assert traced.startswith("query    'boiler service'") and '"channels"' not in traced
     explained = slm("--db", db, "trace", "boiler", "--k", "1").stdout
     assert "Kettle descaling" in explained or "cellar light" in explained  # not returned
+    assert re.search(r"\n[0-9.]+ ms \(interpret [0-9.]+, while embedding", explained)
 
     nothing = slm("--db", db, "recall", "quantum chromodynamics lecture notes").stdout
     assert nothing.startswith("Nothing stored")

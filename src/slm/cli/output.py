@@ -179,7 +179,8 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
             )
         else:
             click.echo(f"\nuncalibrated: {calibration['reason']}")
-    click.echo(f"\n{trace['total_ms']:.1f} ms")
+    steps = ", ".join(f"{step} {ms:.1f}" for step, ms in trace.get("timings_ms", {}).items())
+    click.echo(f"\n{trace['total_ms']:.1f} ms" + (f" ({steps})" if steps else ""))
 
 
 #: Seconds between two progress lines when stderr is not a terminal.
