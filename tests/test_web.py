@@ -203,6 +203,10 @@ def test_search_shows_results_and_a_results_trace(page: Any, site: tuple[str, li
     assert "semantic" in channels or "bm25" in channels
     assert "Read: " in first.locator("details").inner_text()  # what the reranker read
     assert "of channels" in first.locator("details").inner_text()
+    took = page.locator("details.timings")  # where the recall's time went, on demand
+    assert took.locator("summary").inner_text().startswith("Took ")
+    took.locator("summary").click()
+    assert "embedding wait" in took.inner_text() and "rerank" in took.inner_text()
     shot(page, "search")
     # The search is in the address: reloading shows it again.
     page.reload()
