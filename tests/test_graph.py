@@ -62,7 +62,7 @@ def test_referenced_dates_resolve_against_event_time(memory: Memory) -> None:
     spans = memory.store.referenced_times(memory.profile, [m.key])[m.key]
     start, end = timestamp("2023-05-07"), timestamp("2023-05-08")
     assert start is not None and end is not None
-    assert spans == [(to_micros(start), to_micros(end))]
+    assert spans == ((to_micros(start), to_micros(end)),)
 
 
 def test_session_turns_are_linked(memory: Memory) -> None:

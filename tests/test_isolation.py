@@ -171,7 +171,7 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         assert store.postings(me, ["lake"], 100)["lake"].keys.tolist() == [mine.key]
         assert store.lexical_stats(me, ["lake", "caroline"]).n_docs == 1
         assert store.find_entities(me, ["caroline", "melanie"]) == {}
-        assert store.entity_members(me, entity_ids, 100) in ({}, {e: [] for e in entity_ids})
+        assert store.entity_members(me, entity_ids, 100) in ({}, {e: () for e in entity_ids})
         assert store.memory_entities(me, keys) == {}
         assert store.edges_from(me, keys) == {}
         assert store.referenced_times(me, keys) == {}

@@ -98,7 +98,7 @@ def test_no_query_crosses_profiles(postgres_dsn: str) -> None:
         assert store.postings("default", ["lake"], 100)["lake"].keys.tolist() == [mine.key]
         assert store.lexical_stats("default", terms).n_docs == 1
         assert store.find_entities("default", ["caroline", "melanie"]) == {}
-        assert store.entity_members("default", entity_ids, 100) == {e: [] for e in entity_ids}
+        assert store.entity_members("default", entity_ids, 100) == {e: () for e in entity_ids}
         assert store.memory_entities("default", keys) == {}
         assert store.edges_from("default", keys) == {}
         assert store.referenced_times("default", keys) == {}

@@ -19,14 +19,14 @@ class GraphView:
     def __init__(self, store: Graph, profile: str) -> None:
         self._store = store
         self._profile = profile
-        self._edges: dict[int, list[Edge]] = {}
-        self._mentions: dict[int, list[Mention]] = {}
+        self._edges: dict[int, Sequence[Edge]] = {}
+        self._mentions: dict[int, Sequence[Mention]] = {}
 
-    def edges(self, keys: Iterable[int]) -> Mapping[int, list[Edge]]:
+    def edges(self, keys: Iterable[int]) -> Mapping[int, Sequence[Edge]]:
         """Outgoing edges (neighbour, kind, weight) of each key that has any."""
         return _cached(self._edges, keys, lambda ks: self._store.edges_from(self._profile, ks))
 
-    def mentions(self, keys: Iterable[int]) -> Mapping[int, list[Mention]]:
+    def mentions(self, keys: Iterable[int]) -> Mapping[int, Sequence[Mention]]:
         """Entities (id, name, mention count, speaker flag) each key mentions, for keys that
         mention any."""
         return _cached(
@@ -35,16 +35,16 @@ class GraphView:
 
 
 def _cached(
-    cache: dict[int, list[T]],
+    cache: dict[int, Sequence[T]],
     keys: Iterable[int],
-    read: Callable[[Sequence[int]], Mapping[int, list[T]]],
-) -> dict[int, list[T]]:
+    read: Callable[[Sequence[int]], Mapping[int, Sequence[T]]],
+) -> dict[int, Sequence[T]]:
     wanted = list(dict.fromkeys(keys))
     missing = [key for key in wanted if key not in cache]
     if missing:
         found = read(missing)
         for key in missing:
-            cache[key] = found.get(key, [])
+            cache[key] = found.get(key, ())
     # Ascending keys, the order the store's queries return them in (sums of activation
     # are then added up in the same order whatever asked first).
     return {key: cache[key] for key in sorted(wanted) if cache[key]}

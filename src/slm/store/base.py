@@ -294,7 +294,7 @@ class Lexical(Protocol):
         """Each term's postings with the highest impact (term frequency descending, then
         document length ascending, then key), at most ``limit`` per term."""
 
-    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """The indexed terms of each memory (in text order, repeated as they occur)."""
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats: ...
@@ -314,7 +314,7 @@ class Graph(Protocol):
 
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
-    ) -> dict[int, list[int]]:
+    ) -> dict[int, tuple[int, ...]]:
         """Keys of memories mentioning each entity, newest first, at most ``limit`` each."""
 
     def memory_entities(
@@ -325,7 +325,7 @@ class Graph(Protocol):
 
     def edges_from(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, float]]]:
+    ) -> dict[int, tuple[tuple[int, str, float], ...]]:
         """Memory-memory edges leaving each key, as (neighbour key, kind, weight)."""
 
     def time_overlaps(
@@ -340,7 +340,7 @@ class Graph(Protocol):
 
     def referenced_times(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, int]]]:
+    ) -> dict[int, tuple[tuple[int, int], ...]]:
         """Dates each memory's text refers to, as (start, end) microseconds."""
 
 

@@ -124,11 +124,13 @@ class Relational(ABC):
 
     def _sorted_groups(
         self, kind: str, head: str, profile: str, keys: Iterable[int]
-    ) -> dict[int, list[Any]]:
-        """:meth:`_grouped`, each group sorted, through the read cache as ``kind``."""
+    ) -> dict[int, tuple[Any, ...]]:
+        """:meth:`_grouped`, each group sorted, through the read cache as ``kind`` (as
+        tuples: what the cache keeps is shared, and immutable values of immutable values
+        are not tracked by the garbage collector, whose full passes otherwise scan them all)."""
 
-        def fetch(missing: list[int]) -> dict[int, list[Any]]:
-            return {k: sorted(v) for k, v in self._grouped(head, profile, missing).items()}
+        def fetch(missing: list[int]) -> dict[int, tuple[Any, ...]]:
+            return {k: tuple(sorted(v)) for k, v in self._grouped(head, profile, missing).items()}
 
         return self.cache.keyed(kind, profile, keys, fetch)
 
@@ -322,7 +324,7 @@ class Relational(ABC):
     def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         return self._read(lambda cur: self.dialect.postings(cur, profile, terms, limit))
 
-    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, list[str]]:
+    def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, tuple[str, ...]]:
         head = (
             f"SELECT key, terms FROM lex_docs WHERE {self.dialect.by_key}profile = {self.mark} "
             "AND key"
@@ -331,7 +333,9 @@ class Relational(ABC):
             "terms",
             profile,
             keys,
-            lambda missing: {k: t.split() for k, t in self._select_in(head, profile, missing)},
+            lambda missing: {
+                k: tuple(t.split()) for k, t in self._select_in(head, profile, missing)
+            },
         )
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
@@ -356,9 +360,12 @@ class Relational(ABC):
 
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
-    ) -> dict[int, list[int]]:
-        def fetch(missing: list[int]) -> dict[int, list[int]]:
-            return self._read(lambda cur: self.dialect.entity_members(cur, profile, missing, limit))
+    ) -> dict[int, tuple[int, ...]]:
+        def fetch(missing: list[int]) -> dict[int, tuple[int, ...]]:
+            found = self._read(
+                lambda cur: self.dialect.entity_members(cur, profile, missing, limit)
+            )
+            return {entity: tuple(keys) for entity, keys in found.items()}
 
         return self.cache.keyed(f"members {limit}", profile, entities, fetch)
 
@@ -378,12 +385,12 @@ class Relational(ABC):
         )
         counted: dict[int, int] = {}
 
-        def fetch(missing: list[int]) -> dict[int, list[tuple[int, str, int]]]:
+        def fetch(missing: list[int]) -> dict[int, tuple[tuple[int, str, int], ...]]:
             found = self._grouped(head, profile, missing)
             for rows in found.values():
                 counted.update((entity, count) for entity, _, count, _ in rows)
             return {
-                key: sorted((entity, name, speaker) for entity, name, _, speaker in rows)
+                key: tuple(sorted((entity, name, speaker) for entity, name, _, speaker in rows))
                 for key, rows in found.items()
             }
 
@@ -411,7 +418,7 @@ class Relational(ABC):
 
     def edges_from(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, str, float]]]:
+    ) -> dict[int, tuple[tuple[int, str, float], ...]]:
         head = (
             "SELECT src, dst, kind, weight FROM edges "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND src"
@@ -432,7 +439,7 @@ class Relational(ABC):
 
     def referenced_times(
         self, profile: str, keys: Sequence[int]
-    ) -> dict[int, list[tuple[int, int]]]:
+    ) -> dict[int, tuple[tuple[int, int], ...]]:
         head = (
             "SELECT key, start_us, end_us FROM memory_times "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
