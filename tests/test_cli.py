@@ -273,3 +273,22 @@ def test_feedback_for_a_recall_listed_and_reset(run) -> None:  # type: ignore[no
     assert run("feedback").exit_code == 2
     assert json.loads(run("feedback", "--reset", "--json").stdout) == {"forgotten": 2}
     assert json.loads(run("feedback", "--list", "--json").stdout) == {"feedback": []}
+
+
+def test_a_server_sets_aside_what_it_loaded_before_serving(
+    run,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
+    """What a server loaded before serving is out of the garbage collector's full passes
+    (docs/scale.md, "Pauses")."""
+    import gc
+
+    import slm.server.rest
+
+    frozen: list[int] = []
+    monkeypatch.setattr(slm.server.rest, "serve", lambda **_: frozen.append(gc.get_freeze_count()))
+    try:
+        assert run("serve", "--port", "0").exit_code == 0
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 1000
