@@ -119,3 +119,42 @@ print(m.recall("Where does Ana live?").query_id)
 
     with Memory(path, embedder=FakeEmbedder()) as memory:
         assert memory.learning.logged_recall(query_id).query_id == query_id
+
+
+def test_a_flush_with_nothing_waiting_leaves_the_next_entries_to_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(logwriter, "QUIET_S", 5.0)
+    monkeypatch.setattr(logwriter, "LONGEST_S", 5.0)
+    sink = Sink()
+    writer = LogWriter(sink)
+    writer.submit(entry(1))
+    writer.flush()
+    writer.flush()  # nothing waits: feedback on an older recall
+    writer.submit(entry(2))
+    time.sleep(0.1)
+    assert sink.written == ["q1"]  # the second lingers for the next ones
+    writer.close()
+    assert sink.written == ["q1", "q2"]
+
+
+def test_a_memory_nobody_closes_is_collected_and_its_log_written(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    from slm import Memory
+    from slm.embed.fake import FakeEmbedder
+
+    path = tmp_path / "m.db"
+    memory = Memory(path, embedder=FakeEmbedder())
+    memory.remember("Ana lives in Lisbon")
+    query_id = memory.recall("Where does Ana live?").query_id
+    gone = weakref.ref(memory)
+    del memory
+    deadline = time.monotonic() + 10
+    while gone() is not None and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    assert gone() is None  # the log's thread did not keep it, nor its store
+    with Memory(path, embedder=FakeEmbedder()) as again:
+        assert again.learning.logged_recall(query_id).query_id == query_id

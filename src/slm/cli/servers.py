@@ -72,9 +72,10 @@ def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None] | No
 
 
 def settle() -> None:
-    """What a server has loaded before serving (modules, the store, the settings) stays for
-    its life: moved out of the garbage collector's view, so that its full passes scan only
-    what recalls made since. At 100k memories the longest pause over 200 recalls went from
+    """What a server has loaded before serving stays for its life (modules and settings;
+    for ``slm mcp`` its open store too; ``slm serve`` opens stores as profiles are asked
+    for): moved out of the garbage collector's view, so that its full passes scan only
+    what came after. At 100k memories the longest pause over 200 recalls went from
     36-43 to 25 ms (docs/scale.md, "Pauses"). Objects frozen are still freed when nothing
     refers to them; only cycles among them would stay."""
     gc.collect()

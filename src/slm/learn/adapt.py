@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -90,7 +91,7 @@ class Learning:
         self._state: LearnedState | None = None
         self._read_at = -MODEL_TTL
         self.error: str | None = None
-        self._writer = LogWriter(self._log)
+        self._writer = LogWriter(partial(_write_log, store, profile))
 
     @property
     def active(self) -> bool:
@@ -175,14 +176,6 @@ class Learning:
         except (TypeError, ValueError, RuntimeError) as exc:
             log.warning("slm: recall not logged, feedback cannot name it: %s", exc)
         return replace(response, query_id=query_id)
-
-    def _log(self, entries: Sequence[LoggedRecall]) -> None:
-        try:
-            self.store.feedback.log(self.profile, entries)
-        except SlmError as exc:
-            log.warning(
-                "slm: %d recalls not logged, feedback cannot name them: %s", len(entries), exc
-            )
 
     def flush(self) -> None:
         """Wait until every recall logged so far is written."""
@@ -378,3 +371,11 @@ def _decode(blob: bytes) -> tuple[np.ndarray, list[str]] | None:
 
 def feedback_event(memory_id: str, useful: bool, query_id: str | None) -> FeedbackEvent:
     return FeedbackEvent(memory_id, useful, query_id, time.time_ns() // 1000)
+
+
+def _write_log(store: Store, profile: str, entries: Sequence[LoggedRecall]) -> None:
+    """The recall log's writer: of the store and profile only (slm/learn/logwriter.py)."""
+    try:
+        store.feedback.log(profile, entries)
+    except SlmError as exc:
+        log.warning("slm: %d recalls not logged, feedback cannot name them: %s", len(entries), exc)

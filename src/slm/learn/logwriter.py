@@ -9,13 +9,14 @@ recall has been logged for :data:`QUIET_S`, or :data:`LONGEST_S` after the first
 waiting, or :data:`MOST` entries, and writes everything waiting in one transaction.
 
 :meth:`LogWriter.flush` writes at once what was submitted before it (feedback naming a
-``query_id`` calls it first); :meth:`LogWriter.close` writes the rest and stops. The
-entries of a process that ends without closing its ``Memory`` are written at exit.
+``query_id`` calls it first); :meth:`LogWriter.close` writes the rest and stops. A writer
+nobody closes does the same when it is collected, or at exit: the thread works on a
+:class:`_Queue` that holds no reference back to its writer (nor should ``write``, or the
+owner of a ``Memory`` never closed would stay alive with its store).
 """
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
 import time
@@ -33,49 +34,74 @@ LONGEST_S = 0.1
 #: ...or when this many are waiting.
 MOST = 64
 
-_OPEN: weakref.WeakSet[LogWriter] = weakref.WeakSet()
-
 
 class LogWriter:
     """Writes entries with ``write`` (which reports its own failures), in the order
-    submitted, from a thread of its own."""
+    submitted, from a thread of its own started by the first entry."""
+
+    def __init__(self, write: Callable[[Sequence[LoggedRecall]], None]) -> None:
+        self._queue = _Queue(write)
+        # Called once: by close(), when the writer is collected, or at exit.
+        self._stop = weakref.finalize(self, self._queue.close)
+
+    def submit(self, entry: LoggedRecall) -> None:
+        self._queue.submit(entry)
+
+    def flush(self) -> None:
+        """Return once every entry submitted so far is written (or failed to be)."""
+        self._queue.flush()
+
+    def close(self) -> None:
+        """Write what is waiting, then stop the thread."""
+        self._stop()
+
+
+class _Queue:
+    """The entries waiting and the thread that writes them."""
 
     def __init__(self, write: Callable[[Sequence[LoggedRecall]], None]) -> None:
         self._write = write
         self._changed = threading.Condition()
         self._waiting: list[LoggedRecall] = []
         self._submitted = self._written = 0
-        self._last = 0.0
+        self._first = self._last = 0.0  # when the oldest waiting / the newest came
         self._hurry = self._closed = False
-        self._thread = threading.Thread(target=self._serve, name="slm-log", daemon=True)
-        self._thread.start()
-        _OPEN.add(self)
+        self._thread: threading.Thread | None = None
 
     def submit(self, entry: LoggedRecall) -> None:
         with self._changed:
             if self._closed:
                 raise RuntimeError("the recall log is closed")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="slm-log", daemon=True)
+                self._thread.start()
+            self._last = time.monotonic()
+            if not self._waiting:
+                self._first = self._last
             self._waiting.append(entry)
             self._submitted += 1
-            self._last = time.monotonic()
             self._changed.notify_all()
 
     def flush(self) -> None:
-        """Return once every entry submitted so far is written (or failed to be)."""
         with self._changed:
             target = self._submitted
+            if self._written >= target:
+                return
             self._hurry = True
             self._changed.notify_all()
-            while self._written < target and self._thread.is_alive():
+            while self._written < target and self._alive():
                 self._changed.wait(0.5)
 
     def close(self) -> None:
-        """Write what is waiting, then stop the thread."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
-        self._thread.join()
-        _OPEN.discard(self)
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()  # (a writer collected on its own thread lets it finish alone)
+
+    def _alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def _serve(self) -> None:
         while True:
@@ -97,16 +123,10 @@ class LogWriter:
                 self._changed.notify_all()
 
     def _linger(self) -> None:
-        """Wait (holding the condition) until the waiting entries are due for writing."""
-        first = time.monotonic()
+        """Wait (holding the condition) until the waiting entries are due for writing: the
+        newest :data:`QUIET_S` old, or the oldest :data:`LONGEST_S`."""
         while not (self._hurry or self._closed or len(self._waiting) >= MOST):
-            due = min(self._last + QUIET_S, first + LONGEST_S) - time.monotonic()
+            due = min(self._last + QUIET_S, self._first + LONGEST_S) - time.monotonic()
             if due <= 0:
                 return
             self._changed.wait(due)
-
-
-@atexit.register
-def _write_at_exit() -> None:
-    for writer in list(_OPEN):
-        writer.close()
