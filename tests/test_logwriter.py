@@ -62,13 +62,19 @@ def test_a_pause_writes_what_waits_without_a_flush() -> None:
     writer.close()
 
 
-def test_nothing_is_written_while_recalls_keep_coming_before_the_longest_wait(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.fixture
+def lingering(monkeypatch: pytest.MonkeyPatch) -> tuple[Sink, LogWriter]:
+    """A writer that waits 5 s for a pause before it writes, with what it wrote."""
     monkeypatch.setattr(logwriter, "QUIET_S", 5.0)
     monkeypatch.setattr(logwriter, "LONGEST_S", 5.0)
     sink = Sink()
-    writer = LogWriter(sink)
+    return sink, LogWriter(sink)
+
+
+def test_nothing_is_written_while_recalls_keep_coming_before_the_longest_wait(
+    lingering: tuple[Sink, LogWriter],
+) -> None:
+    sink, writer = lingering
     writer.submit(entry(1))
     time.sleep(0.1)
     assert sink.written == []  # still lingering
@@ -122,12 +128,9 @@ print(m.recall("Where does Ana live?").query_id)
 
 
 def test_a_flush_with_nothing_waiting_leaves_the_next_entries_to_batch(
-    monkeypatch: pytest.MonkeyPatch,
+    lingering: tuple[Sink, LogWriter],
 ) -> None:
-    monkeypatch.setattr(logwriter, "QUIET_S", 5.0)
-    monkeypatch.setattr(logwriter, "LONGEST_S", 5.0)
-    sink = Sink()
-    writer = LogWriter(sink)
+    sink, writer = lingering
     writer.submit(entry(1))
     writer.flush()
     writer.flush()  # nothing waits: feedback on an older recall
