@@ -15,7 +15,6 @@ and calls it.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
@@ -60,8 +59,7 @@ def recall(
         ``hide_superseded``, memories superseded by the moment the question asks about are
         left out (``slm.recall.versions``); ``reranking`` reorders the top with a learned model
     (``slm.learn``). The trace's ``timings_ms`` says where the time went, step by step."""
-    started = time.perf_counter()
-    clock = Clock(started)
+    clock = Clock()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
     with store.cache.pinned():  # other processes' commits checked once per recall

@@ -100,10 +100,10 @@ def result_trace(
 
 class Clock:
     """Where one recall's time goes: the milliseconds of each step since the one before
-    (``lap``), from ``started`` (``time.perf_counter()`` when the recall began)."""
+    (``lap``), from when the clock was made (the recall's start)."""
 
-    def __init__(self, started: float) -> None:
-        self.started = self._last = started
+    def __init__(self) -> None:
+        self.started = self._last = time.perf_counter()
         self.laps: dict[str, float] = {}
 
     def lap(self, step: str) -> None:
