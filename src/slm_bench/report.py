@@ -185,14 +185,17 @@ def step_latency(timings: Sequence[Mapping[str, float]]) -> dict[str, dict[str, 
     }
 
 
+def steps_text(split: Mapping[str, float]) -> str:
+    """Each step's milliseconds (:func:`step_latency`), in one line."""
+    return ", ".join(f"{name} {ms:.2f}" for name, ms in split.items())
+
+
 def steps_line(report: Mapping[str, Any]) -> str | None:
     """The p50 of each step of a recall, in one line (None when not measured)."""
     split = report["latency_ms"].get("steps_p50")
     if not split:
         return None
-    return "where a recall goes, p50 of each step (ms): " + ", ".join(
-        f"{name} {ms:.2f}" for name, ms in split.items()
-    )
+    return "where a recall goes, p50 of each step (ms): " + steps_text(split)
 
 
 def after_write_latency(times: Sequence[float]) -> dict[str, float]:

@@ -61,7 +61,7 @@ from slm.errors import ConfigError, InvalidInput, SlmError, install_hint
 from slm.settings import Settings
 from slm_bench import synth
 from slm_bench.metrics import percentile
-from slm_bench.report import step_latency
+from slm_bench.report import step_latency, steps_text
 from slm_bench.together import at_once
 
 K = 10
@@ -655,9 +655,7 @@ def markdown(report: Mapping[str, Any]) -> str:
         ),
         (
             "where a traced recall goes, p50 of each step",
-            ", ".join(f"{name} {ms:.2f}" for name, ms in split.items()) + " ms"
-            if (split := chan.get("steps_p50"))
-            else "not measured",
+            steps_text(split) + " ms" if (split := chan.get("steps_p50")) else "not measured",
         ),
         ("open to first recall", f"{report['open_to_first_recall_s']:.2f} s"),
         ("page cache before serving", report.get("page_cache", "not recorded")),
