@@ -112,6 +112,22 @@ def test_model_json_round_trips_and_bad_files_are_refused(tmp_path: Path) -> Non
         Ranker.load(missing)
 
 
+def test_a_score_is_the_weighted_standardised_expansion_of_the_features() -> None:
+    """:meth:`Ranker.score` computes ``w . (expand(f) - mean) / scale`` as a quadratic form
+    of ``f``: the same numbers to within rounding, for the shipped model and a fitted one,
+    on windows of any size (one row, none)."""
+    rng = np.random.default_rng(7)
+    fitted = fit(synthetic(40, 5))
+    for model in (default_ranker(), fitted):
+        assert model is not None
+        n = len(model.features)
+        for rows in (0, 1, 50):
+            window = rng.random((rows, n)) * rng.choice([0.0, 1.0, 3.0], size=(rows, n))
+            expanded = (expand(window, model.features) - model.mean) / model.scale
+            assert np.allclose(model.score(window), expanded @ model.weights, rtol=0, atol=1e-9)
+        assert model.allows(model.shift(window)) == model.applies(window)
+
+
 def test_a_model_reranks_windows_like_any_kind_it_was_trained_on() -> None:
     """One model for two kinds of store: a window near either kind's anchor is reranked,
     one far from both keeps its order; anchors round-trip through the file and a bad one

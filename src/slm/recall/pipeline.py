@@ -141,7 +141,8 @@ def rerank(state: Ranking) -> dict[str, Any]:
         keys = window(state.ranking, fusion.order(state.ranking), query.hidden)
         state.hydrate(keys)
         keys = [key for key in keys if key in state.records]
-        state.hydrate(turns_before(state.context, keys).values())
+        before = turns_before(state.context, keys)
+        state.hydrate(before.values())
         shown = [state.records[key].id for key in keys]
         marks = state.store.feedback.marks(query.profile, shown, reranking.marks_before)
         state.seen = candidates(
@@ -156,13 +157,14 @@ def rerank(state: Ranking) -> dict[str, Any]:
             state.facts,
             state.records,
             marks,
+            before,
         )
         if reranking.observe is not None:
             reranking.observe(state.seen)
         if reranking.ranker is not None:
             matrix = reranking.ranker.view(state.seen.matrix, state.seen.features)
             shift = reranking.ranker.shift(matrix)
-            if reranking.ranker.applies(matrix):
+            if reranking.ranker.allows(shift):
                 scores = reranking.ranker.score(matrix)
                 state.ranking = reorder(state.ranking, state.seen.keys, scores)
                 reordered = len(keys)

@@ -17,9 +17,16 @@ there as it was (their text, times, terms and mentions), and the store says so
 they added to earlier turns, the entities' counts and members, the updates), 7.6 ms instead
 of 9.4 on a LoCoMo conversation, against 7.3 when nothing was written.
 
-Memory is bounded: each kind keeps at most :data:`LIMIT` memories, the oldest read
-leaving first. A store that cannot tell when another process wrote (PostgreSQL with
-several servers) uses ``ReadCache(None)``, which reads through every time.
+Besides memories, it keeps what recall reads of the lexical index for a question's terms
+(their postings, each term's document frequency, the profile's document count), keyed by
+term: a term asked about once is usually asked about again (a name, a topic), and its
+postings are the longest read of a recall (up to 500 rows for a common term). Any write of
+memories drops them (new memories add postings).
+
+Memory is bounded: each kind keeps at most :data:`LIMIT` keys (postings:
+:data:`POSTINGS_LIMIT` terms, about 16 MB at most), the oldest read leaving first. A store
+that cannot tell when another process wrote (PostgreSQL with several servers) uses
+``ReadCache(None)``, which reads through every time.
 """
 
 from __future__ import annotations
@@ -31,9 +38,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 V = TypeVar("V")
+K = TypeVar("K", int, str)
 
 #: Memories kept per kind of row (records, entities, edges, ...) across all profiles.
 LIMIT = 20_000
+#: Terms whose postings are kept, across all profiles (each at most 500 postings of 16
+#: bytes: 8 MB at most in keys, tf and dl).
+POSTINGS_LIMIT = 2_000
 
 _ABSENT: Any = object()
 
@@ -45,7 +56,7 @@ class Kept:
 
     profile: str
     kinds: Collection[str] = ()
-    changed: Mapping[str, Collection[int]] = field(default_factory=dict)
+    changed: Mapping[str, Collection[int | str]] = field(default_factory=dict)
 
 
 class ReadCache:
@@ -58,7 +69,7 @@ class ReadCache:
         self._limit = limit
         self._generation = 0
         self._lock = threading.Lock()
-        self._kinds: dict[str, dict[tuple[str, int], Any]] = {}
+        self._kinds: dict[str, dict[tuple[str, int | str], Any]] = {}
         self._local = threading.local()  # .pinned: this thread is inside pinned()
 
     def clear(self, kept: Kept | None = None) -> None:
@@ -81,20 +92,22 @@ class ReadCache:
         self,
         kind: str,
         profile: str,
-        keys: Iterable[int],
-        fetch: Callable[[list[int]], dict[int, V]],
-    ) -> dict[int, V]:
+        keys: Iterable[K],
+        fetch: Callable[[list[K]], dict[K, V]],
+        limit: int | None = None,
+    ) -> dict[K, V]:
         """``fetch(keys)`` for the keys not kept, the kept values for the rest; keys with
         no row stay out of the answer, as they do from ``fetch``. In key order, as the
-        stores' indexes answer."""
+        stores' indexes answer. At most ``limit`` keys of this kind are kept (default
+        :data:`LIMIT`)."""
         if self._version is None:
             return fetch(list(dict.fromkeys(keys)))
         if not getattr(self._local, "pinned", False):
             self._follow()
         generation = self._generation
         kept = self._kinds.setdefault(kind, {})
-        found: dict[int, V] = {}
-        missing: list[int] = []
+        found: dict[K, V] = {}
+        missing: list[K] = []
         for key in dict.fromkeys(keys):
             value = kept.get((profile, key), _ABSENT)
             if value is _ABSENT:
@@ -108,7 +121,7 @@ class ReadCache:
             if generation == self._generation:
                 for key in missing:
                     kept[(profile, key)] = fetched.get(key)
-                for _ in range(len(kept) - self._limit):
+                for _ in range(len(kept) - (self._limit if limit is None else limit)):
                     del kept[next(iter(kept))]
         found.update(fetched)
         return dict(sorted(found.items()))

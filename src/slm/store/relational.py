@@ -31,7 +31,7 @@ from slm.store.base import (
 )
 from slm.store.dialect import Dialect
 from slm.store.lifecycle import Cursor
-from slm.store.readcache import Kept, ReadCache
+from slm.store.readcache import POSTINGS_LIMIT, Kept, ReadCache
 
 T = TypeVar("T")
 
@@ -322,6 +322,18 @@ class Relational(ABC):
     # -- the lexical index ----------------------------------------------------------------
 
     def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        """In the order of ``terms`` (a recall's BM25 sums are added up in it)."""
+        found = self.cache.keyed(
+            f"postings/{limit}",
+            profile,
+            terms,
+            lambda missing: self._read_postings(profile, missing, limit),
+            POSTINGS_LIMIT,
+        )
+        return {term: found[term] for term in dict.fromkeys(terms) if term in found}
+
+    def _read_postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+        """The postings of ``terms`` as the database holds them now."""
         return self._read(lambda cur: self.dialect.postings(cur, profile, terms, limit))
 
     def doc_terms(self, profile: str, keys: Sequence[int]) -> dict[int, tuple[str, ...]]:
@@ -340,12 +352,13 @@ class Relational(ABC):
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
         m = self.mark
-        rows = self._select(
-            f"SELECT n_docs, total_len FROM lex_stats WHERE profile = {m}", (profile,)
-        )
+        statement = f"SELECT n_docs, total_len FROM lex_stats WHERE profile = {m}"
+        rows = self.cache.value("lex_stats", profile, lambda: self._select(statement, (profile,)))
         n_docs, total = rows[0] if rows else (0, 0)
         head = f"SELECT term, df FROM lex_terms WHERE profile = {m} AND term"
-        df = dict(self._select_in(head, profile, terms))
+        df = self.cache.keyed(
+            "df", profile, terms, lambda missing: dict(self._select_in(head, profile, missing))
+        )
         return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
 
     # -- the graph and time ---------------------------------------------------------------

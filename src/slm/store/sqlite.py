@@ -199,7 +199,7 @@ class SQLiteStore(Relational):
 
     # -- reads ------------------------------------------------------------------------
 
-    def postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
+    def _read_postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         """Read in one transaction, so that every term sees the same index."""
         return self._conn.snapshot(lambda db: self.dialect.postings(db, profile, terms, limit))
 
