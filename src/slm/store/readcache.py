@@ -43,7 +43,7 @@ K = TypeVar("K", int, str)
 #: Memories kept per kind of row (records, entities, edges, ...) across all profiles.
 LIMIT = 20_000
 #: Terms whose postings are kept, across all profiles (each at most 500 postings of 16
-#: bytes: 8 MB at most in keys, tf and dl).
+#: bytes in keys, tf and dl: 16 MB at most).
 POSTINGS_LIMIT = 2_000
 
 _ABSENT: Any = object()
@@ -56,7 +56,7 @@ class Kept:
 
     profile: str
     kinds: Collection[str] = ()
-    changed: Mapping[str, Collection[int | str]] = field(default_factory=dict)
+    changed: Mapping[str, Collection[int]] = field(default_factory=dict)
 
 
 class ReadCache:
