@@ -30,6 +30,11 @@ from slm.store.lifecycle import Cursor
 
 Fresh = Sequence[tuple[int, NewMemory]]
 
+#: The ``meta`` key that a new value is written under whenever every edge of a profile is
+#: written again (``slm reindex``): what is kept of edges outside their rows is then read
+#: again (:mod:`slm.store.sqlite_edges`).
+EDGES_EPOCH = "edges epoch"
+
 
 def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool = False) -> set[int]:
     """The derived rows of memories just stored (``rederive``: of stored memories whose

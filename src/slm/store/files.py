@@ -13,10 +13,15 @@ exclusive create), never through a name that may already exist, so a symlink pla
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import secrets
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from slm.errors import InvalidInput
 
@@ -72,6 +77,72 @@ def write_private(target: Path, text: str) -> None:
     with replacing(target) as temporary:
         temporary.write_text(text, encoding="utf-8")
         os.replace(temporary, target)
+
+
+def save_pair(
+    folder: Path, name: str, ext: str, write: Callable[[Path], None], manifest: dict[str, Any]
+) -> None:
+    """Save an index kept beside a store as a pair under ``folder``: a new data file
+    ``{name}.{random}.{ext}`` that ``write`` fills (synced), then the ``{name}.json``
+    manifest that names it, replaced atomically and synced with its folder, so a crash or
+    a power cut leaves the previous consistent pair. Then the data file the previous
+    manifest named goes, and leftovers older than an hour (another process saving at the
+    same moment keeps its own file)."""
+    private_directory(folder)
+    manifest_path = folder / f"{name}.json"
+    previous = read_manifest(manifest_path)
+    data = f"{name}.{secrets.token_hex(6)}.{ext}"
+    private_file(folder / data)  # the writer writes into it, keeping its mode
+    write(folder / data)
+    _fsync(folder / data)
+    _write_atomically(manifest_path, json.dumps({**manifest, "file": data}))
+    stale = time.time() - 3600
+    for old in data_files(folder, name, ext):
+        if old.name != data and (
+            (previous is not None and old.name == previous.get("file"))
+            or old.stat().st_mtime < stale
+        ):
+            old.unlink(missing_ok=True)
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest of a saved pair (:func:`save_pair`), or None when there is none whole."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def data_files(folder: Path, name: str, ext: str) -> list[Path]:
+    """The data files saved under ``name`` (and not those of a name it prefixes: profile
+    ``a`` must not see ``a.b``'s files)."""
+    pattern = re.compile(re.escape(name) + r"\.[0-9a-f]{12}\." + re.escape(ext))
+    if not folder.is_dir():
+        return []
+    return [path for path in folder.iterdir() if pattern.fullmatch(path.name)]
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        handle_no = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        with open(handle_no, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _fsync(path.parent)
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

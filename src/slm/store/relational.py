@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import secrets
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -158,12 +159,15 @@ class Relational(ABC):
 
     # -- store-wide settings --------------------------------------------------------------
 
-    def set_meta(self, key: str, value: str) -> None:
-        statement = (
+    @property
+    def _set_meta(self) -> str:
+        return (
             f"INSERT INTO {self.dialect.meta_table} (key, value) VALUES ({self.mark}, {self.mark}) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value"
         )
-        self._change(None, lambda cur: cur.execute(statement, (key, value)))
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._change(None, lambda cur: cur.execute(self._set_meta, (key, value)))
 
     def meta(self, key: str) -> str | None:
         rows = self._select(
@@ -316,6 +320,9 @@ class Relational(ABC):
             derived.delete_passages(cur, self.dialect, keys)
             derived.insert(cur, self.dialect, profile, items, rederive=True)
             lifecycle.insert_facts(cur, m, profile, list(items))
+            # what is kept of the edges outside the rows (SQLite's edge arrays, in every
+            # process) is read again
+            cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
 
         self._change(profile, work)
 

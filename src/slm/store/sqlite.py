@@ -32,6 +32,7 @@ from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_dialect import SQLiteDialect
+from slm.store.sqlite_edges import EdgeCache, Edges
 from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
 from slm.store.sqlite_vectors import SQLiteVectors, new_store_id
 
@@ -62,9 +63,9 @@ class SQLiteStore(Relational):
             self._conn.close()
             raise
         self.cache = ReadCache(self._conn.data_version)
-        self.vectors = SQLiteVectors(
-            self._conn, Path(f"{self.path}.index"), dim, store_id, self.cache.version
-        )
+        folder = Path(f"{self.path}.index")
+        self.vectors = SQLiteVectors(self._conn, folder, dim, store_id, self.cache.version)
+        self.edges = EdgeCache(self._conn, folder, store_id, self.cache.version)
         self._allowed = fields.AllowedKeys()
 
     @property
@@ -93,6 +94,7 @@ class SQLiteStore(Relational):
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
         self.vectors.written()
+        self.edges.written()
         return result
 
     def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
@@ -196,8 +198,13 @@ class SQLiteStore(Relational):
         again from the rows when next searched."""
         super().rederive(profile, items)
         self.vectors.rederived(profile)
+        self.edges.drop(profile)
 
     # -- reads ------------------------------------------------------------------------
+
+    def edges_from(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
+        """From the profile's edge arrays (:mod:`slm.store.sqlite_edges`)."""
+        return self.edges.edges(profile, keys)
 
     def _read_postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         """Read in one transaction, so that every term sees the same index."""
@@ -216,6 +223,7 @@ class SQLiteStore(Relational):
                 "synchronous": "full",
                 "busy_retries": self.busy_retries,
                 "vector_indexes": self.vectors.info(),
+                "edge_arrays": self.edges.info(),
                 "reason": None,
             }
         except StoreError as exc:

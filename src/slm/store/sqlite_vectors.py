@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
+from slm.store.files import data_files
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_dialect import SQLiteDialect
 from slm.store.vectors import (
@@ -31,7 +32,6 @@ from slm.store.vectors import (
     ExactIndex,
     GraphIndex,
     VectorIndex,
-    data_files,
     graph_from,
 )
 
@@ -238,7 +238,7 @@ class VectorCache:
         again from the rows."""
         self.states.pop(profile, None)
         name = profile + self.source.suffix
-        for path in [self.folder / f"{name}.json", *data_files(self.folder, name)]:
+        for path in [self.folder / f"{name}.json", *data_files(self.folder, name, "faiss")]:
             path.unlink(missing_ok=True)
 
     def rebuild(self, profile: str) -> int:

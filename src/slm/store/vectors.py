@@ -19,11 +19,6 @@ Both report cosine scores (inner products of unit vectors) and break ties by key
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import secrets
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -31,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slm.store.files import FILE_MODE, private_directory, private_file
+from slm.store.files import read_manifest, save_pair
 
 Matrix = npt.NDArray[np.float32]
 Pairs = list[tuple[int, float]]
@@ -326,35 +321,15 @@ class GraphIndex:
     # -- persistence --------------------------------------------------------------------
 
     def save(self, folder: Path, name: str, watermark: dict[str, Any]) -> None:
-        """Write the graph and its state under ``folder``: a new data file (synced), then the
-        ``{name}.json`` manifest that names it, replaced atomically and synced with its
-        folder, so a crash or power cut leaves the previous consistent pair. Then the data
-        file the previous manifest named goes, and leftovers older than an hour (another
-        process saving at the same moment keeps its own file)."""
+        """Write the graph and its state under ``folder`` as a saved pair
+        (:func:`slm.store.files.save_pair`: a crash leaves the previous one whole)."""
         faiss = _faiss()
-        private_directory(folder)
-        manifest_path = folder / f"{name}.json"
-        previous = _read_manifest(manifest_path)
-        data = f"{name}.{secrets.token_hex(6)}.faiss"
-        private_file(folder / data)  # faiss writes into it, keeping its mode
-        faiss.write_index(self._index, str(folder / data))
-        _fsync(folder / data)
-        manifest = {
-            **watermark,
-            "kind": self.kind,
-            "dim": self.dim,
-            "file": data,
-            "sum": self._sum.tolist(),
-            "dead": sorted(self._dead),
-        }
-        _write_atomically(manifest_path, json.dumps(manifest))
-        stale = time.time() - 3600
-        for old in data_files(folder, name):
-            if old.name != data and (
-                (previous is not None and old.name == previous.get("file"))
-                or old.stat().st_mtime < stale
-            ):
-                old.unlink(missing_ok=True)
+
+        def write(path: Path) -> None:
+            faiss.write_index(self._index, str(path))
+
+        state = {"kind": self.kind, "dim": self.dim, "sum": self._sum.tolist()}
+        save_pair(folder, name, "faiss", write, {**watermark, **state, "dead": sorted(self._dead)})
 
     @classmethod
     def load(
@@ -362,7 +337,7 @@ class GraphIndex:
     ) -> tuple[GraphIndex, dict[str, Any]] | None:
         """The saved graph and its manifest, when there is one that ``accept`` approves and
         that reads back whole; otherwise None (the caller rebuilds from the rows)."""
-        manifest = _read_manifest(folder / f"{name}.json")
+        manifest = read_manifest(folder / f"{name}.json")
         if manifest is None or not accept(manifest):
             return None
         faiss = _faiss()
@@ -378,45 +353,6 @@ class GraphIndex:
         if index.d != graph.dim or not graph._dead <= graph._present:
             return None
         return graph, manifest
-
-
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) else None
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def data_files(folder: Path, name: str) -> list[Path]:
-    """The graph data files saved under ``name`` (and not those of a name it prefixes:
-    profile ``a`` must not see ``a.b``'s files)."""
-    pattern = re.compile(re.escape(name) + r"\.[0-9a-f]{12}\.faiss")
-    if not folder.is_dir():
-        return []
-    return [path for path in folder.iterdir() if pattern.fullmatch(path.name)]
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        handle_no = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-        with open(handle_no, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    _fsync(path.parent)
 
 
 def graph_from(exact: ExactIndex) -> GraphIndex:
