@@ -58,6 +58,9 @@ OVERLAY_MIN = 512
 #: Saved arrays of at most this many edges are read into memory (50 MB; 100k memories of
 #: a conversation have 790k); larger ones are mapped from their file and paged in as read.
 IN_MEMORY_ROWS = 2_000_000
+#: Memories whose edges are kept as tuples once read, per profile (as the read cache's
+#: bound, slm.store.readcache.LIMIT).
+READ_LIMIT = 20_000
 #: Profiles with at least this many memories with edges have their arrays saved.
 SAVE_MIN = 5_000
 _SUFFIX = "#edges"
@@ -193,8 +196,16 @@ class EdgeState:
     built_seq: int = 0
     #: each memory whose edges changed since the arrays were built: its edges whole
     overlay: dict[int, Edges] = field(default_factory=dict)
+    #: what was read of the arrays as tuples, by key (at most READ_LIMIT; a small profile's
+    #: recalls ask for the same memories again and again)
+    read: dict[int, Edges] = field(default_factory=dict)
     dirty: bool = False
     data_version: int = -1
+
+    def rebuilt(self, arrays: EdgeArrays, top: int, seq: int) -> None:
+        """Hold ``arrays``, which reflect every edge up to ``top`` and ``seq``."""
+        self.arrays, self.overlay, self.read = arrays, {}, {}
+        self.built, self.built_seq = top, seq
 
 
 class EdgeCache:
@@ -215,10 +226,16 @@ class EdgeCache:
         """The edges of each of ``keys`` that has any, as they are in the rows."""
         with self._lock:
             state = self._current(profile)
-            overlay = state.overlay
-            out = state.arrays.edges(key for key in keys if key not in overlay)
-            out.update((key, overlay[key]) for key in keys if overlay.get(key))
-            return dict(sorted(out.items()))  # by key, as the rows are read
+            overlay, read = state.overlay, state.read
+            wanted = sorted(set(keys))  # by key, as the rows are read
+            missing = [key for key in wanted if key not in overlay and key not in read]
+            if missing:
+                if len(read) + len(missing) > READ_LIMIT:
+                    read.clear()
+                found = state.arrays.edges(missing)
+                read.update((key, found.get(key, ())) for key in missing)
+            out = ((key, overlay[key] if key in overlay else read[key]) for key in wanted)
+            return {key: edges for key, edges in out if edges}
 
     def written(self) -> None:
         """Our own connection committed: every profile's arrays must look for changes."""
@@ -306,10 +323,8 @@ class EdgeCache:
         merge and save the arrays when what changed has grown large."""
         top, seq, epoch = _watermark(db)
         if epoch != state.epoch:
-            fresh = self._read_whole(db, profile)
-            state.arrays, state.overlay = fresh.arrays, {}
+            state.rebuilt(self._read_whole(db, profile).arrays, top, seq)
             state.seen, state.forgotten_seq, state.epoch = top, seq, epoch
-            state.built, state.built_seq = top, seq
             self._saved_if_large(profile, state)
             return
         changed: dict[int, dict[tuple[int, str], float]] = defaultdict(dict)
@@ -343,8 +358,7 @@ class EdgeCache:
         state.overlay.update((key, ()) for key in gone)
         state.seen, state.forgotten_seq = top, seq
         if len(state.overlay) > max(OVERLAY_MIN, OVERLAY_SHARE * len(state.arrays)):
-            state.arrays, state.overlay = state.arrays.merged(state.overlay), {}
-            state.built, state.built_seq = top, seq
+            state.rebuilt(state.arrays.merged(state.overlay), top, seq)
             self._saved_if_large(profile, state)
 
     def _edges_of(self, state: EdgeState, key: int) -> Edges:
