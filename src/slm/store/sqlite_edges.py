@@ -32,6 +32,7 @@ memory but mapped from their file: the pages recalls touch are what they cost.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -209,14 +210,15 @@ class EdgeState:
 
 
 class EdgeCache:
-    """Per-profile edge arrays of one SQLite store, following its rows (callers need not
-    hold the store's lock: every method takes it)."""
+    """Per-profile edge arrays of one SQLite store, following its rows. They have a lock of
+    their own, and take the store's only to read rows: recalls in other threads go on
+    reading the store while one reads edges here."""
 
     def __init__(
         self, conn: Connection, folder: Path, store_id: str, version: Callable[[], int]
     ) -> None:
         self._conn = conn
-        self._lock = conn.lock
+        self._lock = threading.RLock()
         self._version = version
         self.folder = folder
         self.store_id = store_id
