@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "slm"
 
 #: Lowest first. A module may import its own layer and the layers below it, never above.
@@ -50,14 +52,22 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert upward == []
 
 
-def test_modules_stay_small() -> None:
+#: STYLE.md's "modules stay under ~600 lines": a module past it holds two concepts. Below
+#: it, size is reported, not enforced: a module is never split or merged to meet a number.
+MODULE_LINES = 600
+
+
+def test_modules_stay_small(capsys: pytest.CaptureFixture[str]) -> None:
     """Keyed by path: the three base.py and every __init__.py are measured each."""
     sizes = {
         str(p.relative_to(SRC)): len(p.read_text(encoding="utf-8").splitlines())
         for p in SRC.rglob("*.py")
     }
     assert len(sizes) == len(list(SRC.rglob("*.py")))
-    assert {name: n for name, n in sizes.items() if n > 500} == {}
+    with capsys.disabled():
+        largest = sorted(sizes.items(), key=lambda item: -item[1])[:10]
+        print("\nlargest modules:", ", ".join(f"{name} {n}" for name, n in largest))
+    assert {name: n for name, n in sizes.items() if n > MODULE_LINES} == {}
 
 
 def test_importing_slm_loads_no_benchmark_no_fitting_and_no_adapter_extra(

@@ -6,6 +6,7 @@ store transaction. Reading: validate -> :func:`slm.recall.recall` (the read path
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -33,7 +34,7 @@ from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path
 from slm.store import Location, Store, open_store
-from slm.store.base import FeedbackEvent
+from slm.store.base import SCOPE_KEYS_META, FeedbackEvent
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -78,6 +79,7 @@ class Memory:
         self.store: Store = open_store(location, self.embedder.dim)
         try:
             self._check_embedder()
+            self._check_scope_keys()
             self.channels: dict[str, Channel] = build_channels(self.settings)
             self._channel_errors: dict[str, str] = {}
             self._check_required_channels()
@@ -105,6 +107,16 @@ class Memory:
                 f"this store holds vectors of embedder {stored!r}, not {self.embedder.name!r}; "
                 "open it with the same embedder"
             )
+
+    def _check_scope_keys(self) -> None:
+        """Memories' scopes follow the scope keys in force: a store written with other
+        keys (or by a release without scopes) has its scopes read again, once."""
+        keys = list(self.settings.scope_keys)
+        stored = self.store.meta(SCOPE_KEYS_META)
+        if stored is None or json.loads(stored) != keys:
+            changed = self.store.rescope(keys)
+            if changed:
+                log.info("slm: %d memories took the scope their metadata gives", changed)
 
     def _check_required_channels(self) -> None:
         for name in self.settings.required_channels:
@@ -242,13 +254,14 @@ class Memory:
             )
         now = datetime.now(UTC)
         numbered = len(batch) > 1
-        checked = [check_item(i, item, now, numbered) for i, item in enumerate(batch)]
+        keys = self.settings.scope_keys
+        checked = [check_item(i, item, now, numbered, keys) for i, item in enumerate(batch)]
         auto = self.settings.update_policy == "auto"
         return stage.write(self.store, self.profile, self.embedder, checked, auto=auto)
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
-        check_item(0, item, datetime.now(UTC), numbered=False)
+        check_item(0, item, datetime.now(UTC), False, self.settings.scope_keys)
 
     def forget(self, ids: str | Iterable[str]) -> list[str]:
         """Remove memories (and every derived index entry) in one transaction.

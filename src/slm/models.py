@@ -3,15 +3,35 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
 
-def content_hash(text: str) -> str:
-    """What identifies a memory's content within a profile (storing it again is a no-op)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+def content_hash(text: str, scope: str = "") -> str:
+    """What identifies a memory within its profile: its text within its scope
+    (:func:`scope_of`). Storing the same text in the same scope again is a no-op; the same
+    text in another scope is another memory. A memory with no scope hashes its text alone."""
+    data = text if not scope else f"{scope}\x00{text}"
+    return hashlib.sha256(data.encode("utf-8")).hexdigest()
+
+
+#: The metadata keys that scope a memory unless settings say otherwise
+#: (``Settings.scope_keys``): Mem0's user, agent and run ids, and the levels of a LangGraph
+#: namespace (a key ending in ``*`` names every key that starts with what comes before it).
+SCOPE_KEYS: tuple[str, ...] = ("user_id", "agent_id", "run_id", "lg_ns.*")
+
+
+def scope_of(metadata: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """Who a memory belongs to within its profile: its metadata's values under the scope
+    ``keys``, as canonical JSON (ASCII, keys sorted), or ``""`` when it has none of them.
+    Memories of different scopes are never the same memory and are never linked."""
+    exact = {key for key in keys if not key.endswith("*")}
+    prefixes = tuple(key[:-1] for key in keys if key.endswith("*"))
+    held = {k: v for k, v in metadata.items() if k in exact or k.startswith(prefixes)}
+    return json.dumps(held, sort_keys=True, separators=(",", ":")) if held else ""
 
 
 def iso(moment: datetime) -> str:
@@ -50,6 +70,8 @@ class MemoryRecord:
     valid_to: datetime | None = None
     #: the id of the memory that superseded it
     superseded_by: str | None = None
+    #: who it belongs to within the profile (:func:`scope_of`), read from its metadata
+    scope: str = field(default="", repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +109,8 @@ class NewMemory:
     terms: tuple[str, ...]
     vector: bytes
     id: str | None = None
+    #: who it belongs to within the profile (:func:`scope_of`); part of its identity
+    scope: str = ""
     session: str | None = None
     #: (entity key, kind, is_speaker) for each entity the text mentions.
     entities: tuple[tuple[str, str, bool], ...] = ()

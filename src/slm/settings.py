@@ -15,6 +15,7 @@ from typing import Any
 
 from slm.embed import EMBEDDERS
 from slm.errors import ConfigError
+from slm.models import SCOPE_KEYS
 
 #: What a probable update found at write time does (``Settings.update_policy``).
 UPDATE_POLICIES = ("suggest", "auto")
@@ -70,6 +71,10 @@ class Settings:
             its ``tokenizer.json`` beside it) that reads the question with each of the
             top ``reader_top`` results, cut to ``reader_pieces`` word pieces, and reorders
             them (``slm.recall.reader``, docs/reading.md); ranking_score and order only.
+        scope_keys: the metadata keys that say who a memory belongs to within a profile
+            (docs/scopes.md): the same text under two scopes is two memories, and nothing
+            links memories of different scopes. A key ending in ``*`` names every key
+            starting with the rest. ``()`` makes a profile one scope.
         calibration: a calibration artefact file (``slm calibrate``; docs/calibration.md).
             When it passed the release gate and was fitted for this release and
             retrieval configuration, recalls of its ``k`` report ``answer_confidence``;
@@ -97,6 +102,7 @@ class Settings:
     role_boost: float = 0.03
     fact_boost: float = 0.03
     update_policy: str = "suggest"
+    scope_keys: tuple[str, ...] = SCOPE_KEYS
     rerank: bool = True
     rerank_model: str | None = None
     learning: bool = True
@@ -118,6 +124,9 @@ class Settings:
             raise ConfigError("trust_prior parameters must be positive")
         if not 1 <= self.reader_top <= 200 or not 8 <= self.reader_pieces <= 4096:
             raise ConfigError("reader_top must be in 1..200 and reader_pieces in 8..4096")
+        object.__setattr__(self, "scope_keys", tuple(self.scope_keys))
+        if any(not key.strip() or key == "*" for key in self.scope_keys):
+            raise ConfigError("scope_keys must be metadata keys (a key may end in '*')")
         if self.update_policy not in UPDATE_POLICIES:
             raise ConfigError(
                 f"unknown update policy {self.update_policy!r}; known: {', '.join(UPDATE_POLICIES)}"
@@ -136,7 +145,8 @@ class Settings:
         true/false, yes/no, on/off), ``SLM_RERANK_MODEL`` is a model file,
         ``SLM_CALIBRATION`` a calibration artefact, ``SLM_READER`` a cross-encoder
         (``SLM_READER_TOP`` and ``SLM_READER_PIECES`` whole numbers) and
-        ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``.
+        ``SLM_UPDATE_POLICY`` is ``suggest`` or ``auto``, ``SLM_SCOPE_KEYS`` comma-separated
+        metadata keys (empty: no scopes).
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -170,6 +180,10 @@ class Settings:
                     values[name] = int(env[variable])
                 except ValueError:
                     raise ConfigError(f"{variable} is not a whole number") from None
+        if "SLM_SCOPE_KEYS" in env:
+            values["scope_keys"] = tuple(
+                dict.fromkeys(k.strip() for k in env["SLM_SCOPE_KEYS"].split(",") if k.strip())
+            )
         if "SLM_UPDATE_POLICY" in env:
             values["update_policy"] = env["SLM_UPDATE_POLICY"].strip().lower()
         values.update(overrides)

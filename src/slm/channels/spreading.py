@@ -82,6 +82,7 @@ class SpreadingChannel:
         # What each memory received, hop by hop: the seeds first, then each hop's sums, so
         # that a memory's total is added up in that order.
         received = [(_keys_of(memories), np.fromiter(memories.values(), np.float64))]
+        admitted = None if query.allowed is None else _keys_of(query.allowed)
         for hop in range(HOPS):
             if not memories and not entities:
                 break
@@ -89,6 +90,9 @@ class SpreadingChannel:
             keys, sums, next_entities = self._hop(
                 context.store, query.profile, graph, memories, entities, degree, last
             )
+            if admitted is not None:  # activation passes only through what the filter admits
+                inside = np.isin(keys, admitted)
+                keys, sums = keys[inside], sums[inside]
             received.append((keys, sums))
             if not last:
                 memories = _best(keys, sums, FRONTIER)
@@ -98,8 +102,6 @@ class SpreadingChannel:
             np.concatenate([sums for _, sums in received]),
         )
         chosen = totals >= MIN_ACTIVATION
-        if query.allowed is not None:
-            chosen &= np.isin(keys, _keys_of(query.allowed))
         return ranked_arrays(keys[chosen], totals[chosen], k)
 
     def _hop(

@@ -36,7 +36,7 @@ from slm import validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
 from slm.inputs.conversations import is_conversation, memories
-from slm.models import LOGGED_OPTIONS, content_hash, to_micros
+from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
 
@@ -204,13 +204,16 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
     the file or the profile, before anything is stored. Also returns how many memories
     to store get a new id."""
     wanted: dict[str, str] = {}  # line id -> content hash
+    keys = memory.settings.scope_keys
     links: list[tuple[int, str]] = []
     with _open(path) as handle:
         for number, item in _lines(handle):
             if "feedback" in item:
                 continue
             if item.get("id") is not None:
-                wanted.setdefault(str(item["id"]), content_hash(validate.content(item["content"])))
+                text = validate.content(item["content"])
+                scope = scope_of(validate.metadata(item.get("metadata")), keys)
+                wanted.setdefault(str(item["id"]), content_hash(text, scope))
             if item.get("superseded_by") is not None:
                 links.append((number, str(item["superseded_by"])))
     held = memory.store.existing(memory.profile, list(set(wanted.values())))

@@ -29,7 +29,7 @@ from slm.embed import Embedder, Matrix, PassageEmbedder
 from slm.engine import Memory, MemoryInput, content_hash
 from slm.errors import EmbedderError, InvalidInput
 from slm.ingest.standing import standing_statements
-from slm.models import MemoryRecord
+from slm.models import MemoryRecord, scope_of
 from slm.settings import Settings
 from slm.store import Location
 
@@ -160,8 +160,10 @@ def copy_profile(
         after = records[-1].key
         read += len(records)
         sources.update(r.source or "" for r in records)
-        present = target.store.existing(target.profile, [content_hash(r.content) for r in records])
-        missing = [r for r in records if content_hash(r.content) not in present]
+        keys = target.settings.scope_keys
+        digests = [content_hash(r.content, scope_of(r.metadata, keys)) for r in records]
+        present = target.store.existing(target.profile, digests)
+        missing = [r for r, digest in zip(records, digests, strict=True) if digest not in present]
         if missing:
             stored = source.store.vectors.get(source.profile, [r.key for r in missing])
             vectors.load(missing, stored, source)

@@ -38,28 +38,41 @@ class Derived:
     spans: tuple[tuple[int, int], ...]
 
 
-def session_key(metadata: Mapping[str, Any]) -> str | None:
-    """The conversation/session a memory belongs to, from its metadata, if it says."""
+def session_key(metadata: Mapping[str, Any], scope: str = "") -> str | None:
+    """The conversation/session a memory belongs to, from its metadata, if it says; within
+    its scope (two users' session 1 are two sessions)."""
     parts = [f"{k}={metadata[k]}" for k in _SESSION_KEYS if metadata.get(k) not in (None, "")]
+    if parts and scope:
+        parts.insert(0, scope)
     return ";".join(parts)[:512] if parts else None
 
 
-def derive(content: str, event_time: datetime, metadata: Mapping[str, Any]) -> Derived:
+def derive(
+    content: str, event_time: datetime, metadata: Mapping[str, Any], scope: str = ""
+) -> Derived:
     entities = tuple((m.key, m.kind, m.speaker) for m in extract_entities(content))
     spans = tuple(
         dict.fromkeys(
             (to_micros(s.start), to_micros(s.end)) for s in referenced_spans(content, event_time)
         )
     )
-    return Derived(session_key(metadata), entities, spans)
+    return Derived(session_key(metadata, scope), entities, spans)
 
 
-def nearest_stored(store: Store, profile: str, vectors: Matrix) -> list[list[tuple[int, float]]]:
-    """Each new vector's nearest stored memories (key, cosine): enough for the semantic
-    links and for the change reader (:data:`slm.ingest.changes.CANDIDATES`)."""
+def nearest_stored(
+    store: Store, profile: str, vectors: Matrix, allowed: set[int] | None = None
+) -> list[list[tuple[int, float]]]:
+    """Each new vector's nearest stored memories (key, cosine), among ``allowed`` when
+    given (the memories of its scope): enough for the semantic links and for the change
+    reader (:data:`slm.ingest.changes.CANDIDATES`)."""
     if not len(vectors):
         return []
-    return store.vectors.search_many(profile, vectors, max(SEMANTIC_LINKS, CANDIDATES))
+    k = max(SEMANTIC_LINKS, CANDIDATES)
+    if allowed is None:
+        return store.vectors.search_many(profile, vectors, k)
+    if not allowed:
+        return [[] for _ in range(len(vectors))]
+    return [store.vectors.search(profile, vector, k, allowed) for vector in vectors]
 
 
 def semantic_links(
@@ -133,7 +146,7 @@ def with_derived(
     and the links, standing statements and changes found for it."""
     if stated is None:
         stated = facts(item.content, item.source)
-    derived = derive(item.content, item.event_time, item.metadata)
+    derived = derive(item.content, item.event_time, item.metadata, item.scope)
     return replace(
         item,
         terms=tuple(terms(item.content)),

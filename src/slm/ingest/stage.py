@@ -34,14 +34,19 @@ from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
 from slm.store import Store
 from slm.store.base import MAX_PASSAGES
 
+#: A new memory's semantic neighbours: (stored key, cosine) and (index in its batch, cosine).
+Links = tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]
+#: Its probable changes: (earlier memory, in the batch?, evidence, sure?).
+Changes = tuple[tuple[int, bool, str, bool], ...]
+
 
 def write(
     store: Store, profile: str, embedder: Embedder, checked: Sequence[NewMemory], *, auto: bool
 ) -> list[Remembered]:
-    """Store ``checked`` memories (identical content is stored once, the first of several
-    in one batch is the one created) in one transaction and say what was done with each,
-    in order: the memories each replaces as it said, and the probable updates found
-    (with ``auto``, they supersede too)."""
+    """Store ``checked`` memories (identical content in the same scope is stored once, the
+    first of several in one batch is the one created) in one transaction and say what was
+    done with each, in order: the memories each replaces as it said, and the probable
+    updates found (with ``auto``, they supersede too)."""
     known = store.existing(profile, [c.content_hash for c in checked])
     _check_supersedes(store, profile, checked, known)
     pending: dict[str, NewMemory] = {}
@@ -98,15 +103,30 @@ def _updates_of(store: Store, profile: str, keys: Sequence[int]) -> dict[str, tu
 def prepare(
     store: Store, profile: str, embedder: Embedder, fresh: Sequence[NewMemory]
 ) -> list[NewMemory]:
-    """``fresh`` (checked, none of them stored yet) ready to store, in order."""
+    """``fresh`` (checked, none of them stored yet) ready to store, in order. Links and
+    changes are looked for among memories of each one's own scope only."""
     texts = [item.content for item in fresh]
     passages = embed_passages(embedder, texts, MAX_PASSAGES)
     embedded = firsts(passages, embedder.dim)
     standing = embedded_statements(embedder, texts, [item.source for item in fresh])
-    nearest = nearest_stored(store, profile, embedded)
-    links = semantic_links(embedded, nearest)
     stated = [facts(item.content, item.source) for item in fresh]
-    found = probable(store, profile, fresh, embedded, nearest, stated)
+    links: list[Links] = [((), ())] * len(fresh)
+    found: list[Changes] = [()] * len(fresh)
+    scopes: dict[str, list[int]] = {}
+    for i, item in enumerate(fresh):
+        scopes.setdefault(item.scope, []).append(i)
+    for scope, rows in scopes.items():
+        part = embedded[rows]
+        nearest = nearest_stored(store, profile, part, store.scope_members(profile, scope))
+        for i, (stored, batch) in zip(rows, semantic_links(part, nearest), strict=True):
+            links[i] = (stored, tuple((rows[j], cos) for j, cos in batch))
+        items, said = [fresh[i] for i in rows], [stated[i] for i in rows]
+        changes = probable(store, profile, items, part, nearest, said)
+        for i, change in zip(rows, changes, strict=True):
+            found[i] = tuple(
+                (rows[other] if in_batch else other, in_batch, evidence, sure)
+                for other, in_batch, evidence, sure in change
+            )
     return [
         with_derived(item, p, stored, batch, statements, changes, said)
         for item, p, (stored, batch), statements, changes, said in zip(
@@ -120,6 +140,7 @@ def rederive(
 ) -> list[tuple[int, NewMemory]]:
     """Stored ``records`` derived again (key, memory), from their stored vectors."""
     vectors = store.vectors.get(profile, [r.key for r in records])
+    scopes = {scope: store.scope_members(profile, scope) for scope in {r.scope for r in records}}
     # Only a text longer than the model's window has passages beyond its first one (a
     # word piece is at least one character): no other text is embedded again.
     long = [r for r in records if reads_passages(embedder, r.content)]
@@ -135,7 +156,7 @@ def rederive(
         neighbours = tuple(
             (key, score)
             for key, score in store.vectors.search(
-                profile, vector, SEMANTIC_LINKS, None, below=record.key
+                profile, vector, SEMANTIC_LINKS, scopes[record.scope], below=record.key
             )
             if score >= SEMANTIC_LINK_FLOOR
         )
@@ -156,7 +177,8 @@ def firsts(passages: Sequence[Matrix], dim: int) -> Matrix:
 def _as_new(record: MemoryRecord) -> NewMemory:
     return NewMemory(
         content=record.content,
-        content_hash=content_hash(record.content),
+        content_hash=content_hash(record.content, record.scope),
+        scope=record.scope,
         event_time=record.event_time,
         recorded_at=record.recorded_at,
         source=record.source,

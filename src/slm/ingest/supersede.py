@@ -12,7 +12,9 @@ chains and never cycles:
 - the new memory is not the memory it supersedes (same content), and is itself current
   (identical content already stored and superseded cannot replace anything);
 - it does not start before the memory it supersedes;
-- no memory is superseded twice in one batch.
+- no memory is superseded twice in one batch;
+- it is of the new memory's own scope (``slm.models.scope_of``): one user's memory never
+  replaces another's.
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def check(
             older = targets.get(id_)
             if older is None:
                 raise NotFound(f"no memory with id {id_} in profile {profile!r} to supersede")
+            if older.scope != item.scope:
+                raise InvalidInput(
+                    f"memory {id_} belongs to another scope than the new memory: a memory "
+                    "replaces only memories of its own scope (docs/scopes.md)",
+                    field="supersedes",
+                )
             if stored is not None and stored.id == id_:
                 raise InvalidInput(
                     f"memory {id_} cannot supersede itself: the new content is identical",

@@ -10,7 +10,7 @@ from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
-from slm.models import NewMemory, content_hash
+from slm.models import NewMemory, content_hash, scope_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,10 +35,15 @@ class MemoryInput:
 
 
 def check_item(
-    index: int, item: MemoryInput | Mapping[str, Any], now: datetime, numbered: bool
+    index: int,
+    item: MemoryInput | Mapping[str, Any],
+    now: datetime,
+    numbered: bool,
+    scope_keys: Sequence[str] = (),
 ) -> NewMemory:
     """``item`` (position ``index`` of a batch) validated into a memory to store, its
-    derived fields still empty; :class:`InvalidInput` naming the field otherwise."""
+    scope read from its metadata under ``scope_keys`` and its derived fields still empty;
+    :class:`InvalidInput` naming the field otherwise."""
     try:
         if isinstance(item, Mapping):
             unknown = sorted(map(str, set(item) - _ITEM_FIELDS))
@@ -63,14 +68,17 @@ def check_item(
             raise InvalidInput("valid_to must not be before valid_from", field="valid_to")
         if superseded_by is not None and valid_to is None:
             raise InvalidInput("superseded_by needs valid_to", field="superseded_by")
+        metadata = validate.metadata(item.metadata)
+        scope = scope_of(metadata, scope_keys)
         return NewMemory(
             content=text,
-            content_hash=content_hash(text),
+            content_hash=content_hash(text, scope),
+            scope=scope,
             event_time=event_time,
             recorded_at=recorded,
             source=validate.source(item.source),
             confidence=validate.confidence(item.confidence),
-            metadata=validate.metadata(item.metadata),
+            metadata=metadata,
             tags=validate.tags(item.tags),
             terms=(),
             vector=b"",

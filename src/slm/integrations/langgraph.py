@@ -16,10 +16,13 @@ How LangGraph's model maps onto slm's:
 - **An item's text is what slm reads**: the value's ``text``, ``content`` or ``memory``
   field, else the whole value as JSON. The value itself is kept whole (``lg_value``), and
   its top-level plain fields are also kept as ``lg_v.<field>`` so ``filter=`` works.
-- **put replaces**: the memory held under that namespace and key is forgotten and the new
-  one stored; slm stores identical text once per profile, so the same text under a second
-  key is refused with a clear error rather than shared silently. ``put(..., None)`` (and
-  ``delete``) forgets it.
+- **A namespace is a scope** (docs/scopes.md): its levels are scope keys (``lg_ns.*``),
+  so the same text under two namespaces is two memories, and nothing found in one
+  namespace (a probable update, a neighbour) ever links it to another's.
+- **put replaces**: the new item is stored, then the memory held under that namespace and
+  key is forgotten; slm stores identical text once per scope, so the same text under a
+  second key of the same namespace is refused with a clear error (and nothing changed)
+  rather than shared silently. ``put(..., None)`` (and ``delete``) forgets it.
 - **search with a query is slm's recall** (ranking, lifecycle); ``score`` is the
   ``relevance_score``, which says how strongly each item answers (LangGraph's search has
   no place for slm's abstention: read the scores). Without a query, items come
@@ -88,24 +91,33 @@ class SlmStore(BaseStore):
         return self.memory.list(SCAN, metadata=rule)
 
     def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
-        old = self._held(namespace, key)
+        old = [r.id for r in self._held(namespace, key)]
         if value is None:
-            self.memory.forget([r.id for r in old])
+            self.memory.forget(old)
             return
         text = _text(value)
         plain = {f"lg_v.{k}": v for k, v in value.items() if _plain(v)}
         metadata = {**plain, **_prefix(namespace), "lg_depth": len(namespace), "lg_key": key,
                     "lg_value": value}  # fmt: skip
-        if old:
-            self.memory.forget([r.id for r in old])
+        # Stored first, the old item forgotten after: a refused put leaves the store as it was.
         done = self.memory.remember(text, metadata=metadata)
-        if not done.created:
-            held = done.memory.metadata
+        if done.created:
+            self.memory.forget(old)
+            return
+        if done.id not in old:  # the same text is another item of this scope
+            where = (
+                f"key {done.metadata.get('lg_key')!r} of this namespace"
+                if _namespace(done.metadata) == namespace
+                else "another item of the same scope"  # scope keys without lg_ns.*
+            )
             raise InvalidInput(
-                f"this text is already stored under key {held.get('lg_key')!r} of namespace "
-                f"{_namespace(held)!r}: slm keeps identical text once per profile",
+                f"this text is already stored under {where}: slm keeps identical text once "
+                "per scope (docs/scopes.md)",
                 field="value",
             )
+        if dict(done.metadata) != metadata:  # the same text, another value: stored anew
+            self.memory.forget(old)
+            self.memory.remember(text, metadata=metadata)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         rule: dict[str, Any] = dict(_prefix(op.namespace_prefix))

@@ -155,6 +155,10 @@ class Update:
         return self.slot.startswith(MEANING)
 
 
+#: The store-wide setting naming the scope keys its memories' scopes were read with.
+SCOPE_KEYS_META = "scope keys"
+
+
 @dataclass(frozen=True, slots=True)
 class Stored:
     """Outcome of inserting one item: its id and whether it was new."""
@@ -196,6 +200,17 @@ class Rows(Protocol):
         """Remove memories and every derived row in one transaction; return the ids removed."""
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
+
+    def scope_members(self, profile: str, scope: str) -> set[int] | None:
+        """Keys of the profile's memories in ``scope`` (``slm.models.scope_of``); None when
+        the profile holds no memory of another scope (nothing to keep apart)."""
+
+    def rescope(self, keys: Sequence[str]) -> int:
+        """Read every memory's scope (and with it its content hash) again from its metadata
+        under the scope ``keys``, in one transaction, and remove the links (graph edges,
+        probable updates) between memories that are then of different scopes; the keys are
+        recorded in the store's settings. :class:`ConfigError`, and nothing changed, when
+        two memories of a profile would become one. Returns how many changed scope."""
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical and graph rows of stored memories in one transaction."""

@@ -166,11 +166,12 @@ def delete_facts(cur: Cursor, mark: str, profile: str, key: int, relinked: bool 
 
 
 def relink(cur: Cursor, mark: str, profile: str, slot: str) -> list[tuple[int, int, int]]:
-    """Recompute the updates of one slot: each holder to the first later holder with
-    another value. Returns them as (older key, newer key, newer's start)."""
+    """Recompute the updates of one slot: each holder to the first later holder of its
+    scope with another value. Returns them as (older key, newer key, newer's start)."""
     holders = cur.execute(
-        f"SELECT key, value, valid_from FROM fact_slots WHERE profile = {mark} AND slot = {mark} "
-        "ORDER BY valid_from, key",
+        "SELECT f.key, f.value, f.valid_from, m.scope FROM fact_slots f "
+        f"JOIN memories m ON m.key = f.key WHERE f.profile = {mark} AND f.slot = {mark} "
+        "ORDER BY f.valid_from, f.key",
         [profile, slot],
     ).fetchall()
     dismissed = {
@@ -182,9 +183,14 @@ def relink(cur: Cursor, mark: str, profile: str, slot: str) -> list[tuple[int, i
         ).fetchall()
     }
     links: list[tuple[int, int, int]] = []
-    for i, (key, value, _) in enumerate(holders):
+    for i, (key, value, _, scope) in enumerate(holders):
         later = next(
-            (h for h in holders[i + 1 :] if h[1] != value and (key, h[0]) not in dismissed), None
+            (
+                h
+                for h in holders[i + 1 :]
+                if h[1] != value and h[3] == scope and (key, h[0]) not in dismissed
+            ),
+            None,
         )
         if later is not None:
             links.append((key, later[0], later[2]))

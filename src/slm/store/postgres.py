@@ -41,7 +41,7 @@ PROFILE_LOCK_SPACE = 0x736C6D
 
 T = TypeVar("T")
 _INSERT_MEMORY = (
-    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 14)}) "
+    f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({', '.join(['%s'] * 15)}) "
     "ON CONFLICT DO NOTHING RETURNING content_hash, id, key"
 )
 

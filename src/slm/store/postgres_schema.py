@@ -182,9 +182,13 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX fact_dismissed_newer ON fact_dismissed (newer);
     """,
     fields.SCHEMA.format(key_type="bigint"),
+    """
+    ALTER TABLE memories ADD COLUMN scope text NOT NULL DEFAULT '';
+    CREATE INDEX memories_scope ON memories (profile, scope, key);
+    """,
 )
 #: The migration after which the metadata fields index is filled from stored memories.
-_FIELDS = len(MIGRATIONS) - 1
+_FIELDS = 9
 
 
 def migrate(conn: Connection[Any], dim: int) -> None:

@@ -22,9 +22,11 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
-from slm.models import MemoryRecord, NewMemory, from_micros
+from slm.errors import ConfigError
+from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
 from slm.store import derived, feedback, fields, lifecycle, sql
 from slm.store.base import (
+    SCOPE_KEYS_META,
     Filters,
     LexicalStats,
     Postings,
@@ -180,6 +182,63 @@ class Relational(ABC):
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
         head = f"SELECT content_hash, id FROM memories WHERE profile = {self.mark} AND content_hash"
         return {str(h): str(i) for h, i in self._select_in(head, profile, hashes)}
+
+    def scope_members(self, profile: str, scope: str) -> set[int] | None:
+        m = self.mark
+        # two seeks on (profile, scope, key), not a scan of the profile
+        others = [
+            f"SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m} LIMIT 1"
+            for op in ("<", ">")
+        ]
+        if not any(self._select(q, (profile, scope)) for q in others):
+            return None
+        rows = self._select(
+            f"SELECT key FROM memories WHERE profile = {m} AND scope = {m}", (profile, scope)
+        )
+        return {int(r[0]) for r in rows}
+
+    def rescope(self, keys: Sequence[str]) -> int:
+        m = self.mark
+
+        def work(cur: Cursor) -> int:
+            rows = cur.execute(
+                "SELECT key, id, profile, content, content_hash, metadata, scope FROM memories"
+            ).fetchall()
+            changed: list[tuple[str, str, int]] = []
+            held: dict[tuple[str, str], str] = {}
+            for key, id_, profile, content, old_hash, metadata, old_scope in rows:
+                scope = scope_of(json.loads(metadata), keys)
+                digest = content_hash(content, scope) if scope != old_scope else old_hash
+                other = held.setdefault((profile, digest), id_)
+                if other != id_:
+                    raise ConfigError(
+                        f"with scope keys {list(keys)}, memories {other} and {id_} of "
+                        f"profile {profile!r} would be one memory (the same text in the same "
+                        "scope): open the store with the scope keys it was written with, or "
+                        "forget one of them first"
+                    )
+                if scope != old_scope:
+                    changed.append((scope, digest, key))
+            # through a placeholder hash first: a memory may take the hash another gives up
+            cur.executemany(
+                f"UPDATE memories SET content_hash = {m} WHERE key = {m}",
+                [(f"rescope {key}", key) for _, _, key in changed],
+            )
+            cur.executemany(
+                f"UPDATE memories SET scope = {m}, content_hash = {m} WHERE key = {m}", changed
+            )
+            if changed:  # what linked memories now of different scopes goes
+                for table, a, b in (("edges", "src", "dst"), ("fact_updates", "older", "newer")):
+                    cur.execute(
+                        f"DELETE FROM {table} WHERE EXISTS (SELECT 1 FROM memories x, memories y "
+                        f"WHERE x.key = {table}.{a} AND y.key = {table}.{b} "
+                        "AND x.scope <> y.scope)"
+                    )
+                cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
+            cur.execute(self._set_meta, (SCOPE_KEYS_META, json.dumps(list(keys))))
+            return len(changed)
+
+        return self._change(None, work)
 
     def profiles(self) -> list[str]:
         return [r[0] for r in self._select("SELECT DISTINCT profile FROM memories ORDER BY 1")]

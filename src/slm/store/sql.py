@@ -16,13 +16,13 @@ from slm.store.base import Filters
 #: The columns a memory row is read with, in the order both stores' ``_record`` expect.
 MEMORY_COLUMNS = (
     "key, id, content, event_time, recorded_at, source, confidence, metadata, tags, "
-    "valid_from, valid_to, superseded_by"
+    "valid_from, valid_to, superseded_by, scope"
 )
 
 #: The columns :func:`memory_row` fills, in its order.
 INSERT_COLUMNS = (
     "id, profile, content, content_hash, event_time, recorded_at, source, confidence, "
-    "metadata, tags, session, valid_from, valid_to, superseded_by"
+    "metadata, tags, session, valid_from, valid_to, superseded_by, scope"
 )
 
 
@@ -44,6 +44,7 @@ def memory_row(profile: str, id_: str, m: NewMemory, tags: Any) -> tuple[Any, ..
         to_micros(m.valid_from) if m.valid_from is not None else None,
         to_micros(m.valid_to) if m.valid_to is not None else None,
         m.superseded_by,
+        m.scope,
     )
 
 
@@ -121,12 +122,14 @@ def _like_escaped(text: str) -> str:
 
 
 def record_times(row: Sequence[Any]) -> dict[str, Any]:
-    """The validity fields of a row read with :data:`MEMORY_COLUMNS` (its last three)."""
-    valid_from, valid_to, superseded_by = row[-3:]
+    """The validity fields and the scope of a row read with :data:`MEMORY_COLUMNS` (its
+    last four)."""
+    valid_from, valid_to, superseded_by, scope = row[-4:]
     return {
         "valid_from": from_micros(valid_from) if valid_from is not None else None,
         "valid_to": from_micros(valid_to) if valid_to is not None else None,
         "superseded_by": superseded_by,
+        "scope": scope,
     }
 
 

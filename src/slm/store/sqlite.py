@@ -139,7 +139,7 @@ class SQLiteStore(Relational):
             " coalesce((SELECT max(key) FROM memories), 0))"
         ).fetchone()
         cur.executemany(
-            f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({','.join('?' * 14)})",
+            f"INSERT INTO memories ({INSERT_COLUMNS}) VALUES ({','.join('?' * 15)})",
             [
                 memory_row(profile, id_, m, json.dumps(list(m.tags), ensure_ascii=False))
                 for id_, m in zip(ids, items, strict=True)

@@ -12,7 +12,9 @@ the model reads) and its standing statements (migration 7). ``forgotten`` logs r
 keys so other processes' in-memory indexes can follow. ``memories.valid_from`` (NULL: the
 event time), ``valid_to`` and ``superseded_by`` say when a memory holds; ``fact_slots`` and
 ``fact_updates`` hold the facts memories state and their probable updates (migration 8,
-see ``slm.store.lifecycle``).
+see ``slm.store.lifecycle``). ``memories.scope`` says who a memory belongs to within its
+profile (``slm.models.scope_of``; migration 12): it is filled when a ``Memory`` opens the
+store (``Relational.rescope``), and its content hash covers it.
 
 Postings are ordered by impact within a term (term frequency descending, then document
 length), so a common term's best postings are read first and the rest never (migration 3).
@@ -175,7 +177,11 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX fact_dismissed_newer ON fact_dismissed (newer);
     """,
     fields.SCHEMA.format(key_type="INTEGER"),
+    """
+    ALTER TABLE memories ADD COLUMN scope TEXT NOT NULL DEFAULT '';
+    CREATE INDEX memories_scope ON memories (profile, scope, key);
+    """,
 )
 
 #: Work a migration needs besides its statements, by its index in ``MIGRATIONS``.
-AFTER_MIGRATION = {len(MIGRATIONS) - 1: fields.backfill}
+AFTER_MIGRATION = {10: fields.backfill}
