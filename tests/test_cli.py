@@ -292,3 +292,49 @@ def test_a_server_sets_aside_what_it_loaded_before_serving(
     finally:
         gc.unfreeze()
     assert frozen and frozen[0] > 1000
+
+
+#: Stored text that would drive a terminal if printed raw: clear the screen, retitle the
+#: window, recolour, return to the line start, ring the bell, an 8-bit CSI and DEL.
+HOSTILE_CONTENT = "Maya likes tea\x1b[2J\x1b]0;owned\x07 and\r\nscones\x9b31m\x7f"
+HOSTILE_SOURCE = "chat\x1b]0;title\x07\r\nsource fake"
+HOSTILE_TAG = "\x1b[31mred"
+HOSTILE_META = {"k\x1b[1m": "v\r\x9b2J", "n": ["\x07"]}
+
+
+def controls(text: str) -> set[str]:
+    """The control characters in ``text`` other than line feeds (C0, DEL, C1)."""
+    return {c for c in text if (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0) and c != "\n"}
+
+
+def test_human_output_shows_control_characters_escaped(run) -> None:  # type: ignore[no-untyped-def]
+    """What is stored reaches a terminal as text, never as a command to it; --json stays
+    exact, and what is stored is not altered."""
+    made = run("remember", HOSTILE_CONTENT, "--source", HOSTILE_SOURCE, "--tag", HOSTILE_TAG,
+               "--meta", json.dumps(HOSTILE_META), "--json")  # fmt: skip
+    record = json.loads(made.stdout)
+    assert record["content"] == HOSTILE_CONTENT.strip() and record["source"] == HOSTILE_SOURCE
+    assert record["tags"] == [HOSTILE_TAG] and record["metadata"] == HOSTILE_META
+    for args in (["list"], ["recall", "Maya tea"], ["get", record["id"]], ["trace", "Maya tea"]):
+        shown = run(*args)
+        assert shown.exit_code == 0, shown.output
+        assert controls(shown.output) == set(), (args, shown.output)
+        assert "\\x1b[2J" in shown.output and "\\x1b]0;" in shown.output, args
+        assert "\\x9b" in shown.output and "\\x7f" in shown.output, args
+    details = run("get", record["id"]).output
+    assert "\\x1b[31mred" in details and "\\x1b]0;title\\x07\\r\\nsource fake" in details
+    assert "\\u001b[1m" in details and "\\x9b2J" in details  # in the metadata's JSON
+    stored = json.loads(run("get", record["id"], "--json").stdout)
+    assert stored == {name: value for name, value in record.items() if name in stored}
+    assert json.loads(run("list", "--json").stdout)["memories"] == [stored]
+
+
+def test_an_error_line_shows_control_characters_escaped(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An error that repeats what it was given (here a field of an imported file) shows it
+    escaped, on one line."""
+    hostile = tmp_path / "hostile.jsonl"
+    hostile.write_text(json.dumps({"content": "x", "\x1b]0;owned\x07\nerror: fake": 1}) + "\n")
+    refused = run("import", str(hostile))
+    assert refused.exit_code == 1 and controls(refused.output) == set(), refused.output
+    assert "\\x1b]0;owned\\x07\\nerror: fake" in refused.output
+    assert refused.output.count("\n") == 1

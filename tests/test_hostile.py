@@ -346,6 +346,59 @@ def test_a_realistic_64_kib_memory(memory: Memory) -> None:
     assert memory.recall("When did Maya meet Sam near the lake?", k=1).ids == [record.id]
 
 
+#: Calls that take user text, each with a lone surrogate in one place, and the field named.
+LONE = "\ud800"
+UNENCODABLE: list[tuple[str, dict[str, Any], str]] = [
+    ("remember", {"content": f"a{LONE}b"}, "content"),
+    ("remember", {"content": "x", "source": LONE}, "source"),
+    ("remember", {"content": "x", "tags": ["ok", LONE]}, "tags"),
+    ("remember", {"content": "x", "metadata": {"a": LONE}}, "metadata"),
+    ("remember", {"content": "x", "metadata": {LONE: 1}}, "metadata"),
+    ("remember", {"content": "x", "metadata": {"a": [{"b": {LONE: [1]}}]}}, "metadata"),
+    ("remember", {"content": "x", "metadata": {"a": [{"b": {"c": [f"x{LONE}"]}}]}}, "metadata"),
+    ("recall", {"query": LONE}, "query"),
+    ("recall", {"query": "x", "metadata": {"a": LONE}}, "metadata"),
+    ("recall", {"query": "x", "metadata": {LONE: "a"}}, "metadata"),
+    ("recall", {"query": "x", "metadata": {"a": ["ok", LONE]}}, "metadata"),
+    ("recall", {"query": "x", "source": LONE}, "source"),
+    ("recall", {"query": "x", "tags": [LONE]}, "tags"),
+    ("recall", {"query": "x", "channels": [LONE]}, "channels"),
+    ("list", {"limit": 5, "metadata": {"a": LONE}}, "metadata"),
+    ("list", {"limit": 5, "metadata": '{"\\ud800": 1}'}, "metadata"),
+    ("list", {"limit": 5, "text": LONE}, "text"),
+    ("list", {"limit": 5, "source": LONE}, "source"),
+    ("remember_conversation", {"conversation": [{"role": LONE, "content": "hi"}]},
+     "messages[0].role"),
+    ("remember_conversation", {"conversation": [{"role": "user", "name": LONE, "content": "hi"}]},
+     "messages[0].name"),
+    ("remember_conversation", {"conversation": [{"role": "user", "content": [LONE]}]},
+     "messages[0].content"),
+    ("remember_conversation", {"conversation": [{"role": "user", "content": "hi"}],
+                               "session": LONE}, "session"),
+    ("remember_conversation", {"conversation": {"messages": [{"role": "user", "content": "hi"}],
+                                                "session": LONE}}, "session"),
+    ("get", {"memory_id": LONE}, "id"),
+    ("forget", {"ids": [LONE]}, "ids"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "arguments", "field"), UNENCODABLE)
+def test_text_that_is_not_unicode_is_refused_naming_the_field(
+    memory: Memory, method: str, arguments: dict[str, Any], field: str
+) -> None:
+    """A lone surrogate cannot be written as UTF-8: it is refused where it comes in, naming
+    the field, wherever it hides (a metadata key three levels down, a filter's value), and
+    nothing is stored."""
+    memory.remember("Priya is allergic to cats", metadata={"a": "b"})
+    with pytest.raises(InvalidInput) as refused:
+        getattr(memory, method)(**arguments)
+    assert refused.value.field == field
+    if field not in ("id", "ids", "channels"):  # those name what they accept instead
+        assert "not valid Unicode (lone surrogate)" in str(refused.value)
+    str(refused.value).encode("utf-8")  # the message itself can be shown anywhere
+    assert memory.count() == 1
+
+
 # -- the command line ------------------------------------------------------------------------
 
 
@@ -402,6 +455,10 @@ def test_real_processes_print_one_line(tmp_path: Path) -> None:
         (["list", "--offset", "99999999999999999999"], "offset must be in"),
         ([b"remember", b"bad \xff\xfe bytes"], "not valid Unicode"),
         (["remember", "x", "--meta", deep], "nested deeper than"),
+        ([b"list", b"--where", b"user=\xff"], "not valid Unicode"),
+        ([b"recall", b"cats", b"--where", b"\xfe=1"], "not valid Unicode"),
+        ([b"remember", b"x", b"--meta", b'{"a": {"b": "\xff"}}'], "not valid Unicode"),
+        ([b"remember", b"x", b"--source", b"\xff"], "not valid Unicode"),
     ]
     # The store must exist for a reading command to get as far as its arguments.
     subprocess.run([sys.executable, "-m", "slm", "remember", "first"], env=env, timeout=60)

@@ -237,6 +237,38 @@ def test_invalid_input_is_400_naming_the_field(
     assert error["field"] == field, error
 
 
+LONE = "\ud800"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "field"),
+    [
+        ("POST", "/v1/recall", {"query": "x", "metadata": {"a": LONE}}, "metadata"),
+        ("POST", "/v1/recall", {"query": "x", "metadata": {LONE: ["a"]}}, "metadata"),
+        ("POST", "/v1/recall", {"query": LONE}, "query"),
+        ("POST", "/v1/memories", {"content": "x", "metadata": {"a": [{LONE: 1}]}}, "metadata"),
+        ("POST", "/v1/memories", {"content": "x", "source": LONE}, "source"),
+        ("POST", "/v1/memories", {"content": "x", "tags": [LONE]}, "tags"),
+        ("POST", "/v1/conversations", {"messages": [{"role": LONE, "content": "hi"}]},
+         "messages[0].role"),
+        ("POST", "/v1/conversations",
+         {"session": LONE, "messages": [{"role": "user", "content": "hi"}]}, "session"),
+        ("GET", "/v1/memories?metadata=" + json.dumps({"a": LONE}), None, "metadata"),
+    ],
+)  # fmt: skip
+def test_text_that_is_not_unicode_is_400_naming_the_field(
+    client: httpx.Client, method: str, path: str, body: Any, field: str
+) -> None:
+    """A lone surrogate (JSON allows the escape, UTF-8 cannot carry it) is the caller's
+    mistake, not the server's: a 400 naming the field, never a 500."""
+    content = json.dumps(body).encode() if body is not None else None
+    headers = {"content-type": "application/json", "X-SLM-Profile": "surrogates"}
+    client.post("/v1/memories", json={"content": "x marks the spot"}, headers=headers)
+    response = client.request(method, path, content=content, headers=headers)
+    assert response.status_code == 400, response.text
+    assert error_of(response)["field"] == field
+
+
 def test_unparsable_bodies_are_400(client: httpx.Client) -> None:
     json_headers = {"content-type": "application/json"}
     broken = client.post("/v1/memories", content=b'{"content": ', headers=json_headers)

@@ -164,3 +164,23 @@ def test_a_repeated_filter_sees_every_write_at_once(
     with Memory(**store_at, settings=Settings(embedder="fake")) as other:
         other.forget([r.id for r in other.list(10, metadata=rule)])
     assert memory.recall("u7 drinks coffee", k=10, metadata=rule).results == ()
+
+
+#: Values Python holds equal (``True == 1 == 1.0``) that a filter tells apart, as JSON does.
+ALIKE: list[Any] = [True, 1, 1.0, False, 0, 0.0]
+
+
+@pytest.mark.parametrize("order", [ALIKE, ALIKE[::-1]], ids=["bool-first", "float-first"])
+def test_true_one_and_one_point_zero_are_told_apart(memory: Memory, order: list[Any]) -> None:
+    """A filter matches by JSON type and value as written, on recall as on list, whichever
+    of the values Python holds equal was asked about first."""
+    memory.remember_many(
+        [{"content": f"n is {json.dumps(v)}", "metadata": {"n": v}} for v in ALIKE]
+    )
+    for value in order:
+        wanted = [f"n is {json.dumps(value)}"]
+        assert [r.content for r in memory.list(10, metadata={"n": value})] == wanted
+        recalled = memory.recall("n is", k=10, metadata={"n": value}).results
+        assert [r.memory.content for r in recalled] == wanted, value
+    both = memory.recall("n is", k=10, metadata={"n": [1, True]}).results
+    assert {r.memory.content for r in both} == {"n is 1", "n is true"}

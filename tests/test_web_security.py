@@ -336,3 +336,39 @@ def test_dependency_floors_exclude_releases_with_advisories() -> None:
             floor = line.split(">=")[1].split(",")[0]
             assert _release(floor) >= _release(fixed), f"{extra}: {line} admits {why}"
             assert _release(version(name)) >= _release(fixed), f"installed {name} has {why}"
+
+
+# -- what an error says ---------------------------------------------------------------------
+
+
+def test_a_bad_profile_name_in_a_path_is_named_as_such(open_site: TestClient) -> None:
+    refused = _send(open_site, "DELETE", "/v1/profiles/no%20spaces?confirm=no%20spaces", None)
+    assert refused.status_code == 400 and refused.json()["error"]["field"] == "name"
+    unlink = "/v1/memories/0123456789abcdef/replaced-by/nope"
+    assert _send(open_site, "DELETE", unlink, None).json()["error"]["field"] == "newer"
+
+
+def test_an_error_does_not_say_where_the_store_is(
+    open_site: TestClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client learns from an error what went wrong, not the store's file path: not from a
+    missing profile (over REST, or on the page), nor from a store that stays busy."""
+    from slm.store import sqlite_conn
+
+    asked = [
+        ("DELETE", "/v1/profiles/ghost?confirm=ghost"),
+        ("GET", "/v1/memories?profile=ghost"),
+        ("GET", "/?profile=ghost&q=x"),
+    ]
+    for method, path in asked:
+        missing = _send(open_site, method, path, None)
+        assert missing.status_code == 404 and "ghost" in missing.text
+        assert "web.db" not in missing.text and "in the store" in missing.text, missing.text
+    where = str(tmp_path / "web.db")
+    monkeypatch.setattr(sqlite_conn, "BUSY_TIMEOUT_S", 0.2)
+    with sqlite3.connect(where, isolation_level=None) as other:
+        other.execute("BEGIN EXCLUSIVE")
+        busy = post(open_site, "/v1/memories", json={"content": "written while locked"})
+        other.execute("ROLLBACK")
+    assert busy.status_code == 503 and "stayed busy" in busy.json()["error"]["message"]
+    assert "web.db" not in busy.text, busy.text

@@ -46,6 +46,19 @@ def _show(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def encodable(text: str, what: str, field: str | None = None) -> str:
+    """``text``, if it can be written as UTF-8. A lone surrogate (a JSON escape such as
+    ``"\\ud800"``, or a byte the platform could not decode in a command's argument) cannot:
+    no store holds it and no answer could carry it, so it is refused where it comes in."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            f"{what} is not valid Unicode (lone surrogate)", field=field or what
+        ) from None
+    return text
+
+
 def _clean_text(value: object, what: str, max_bytes: int, field: str | None = None) -> str:
     """Trimmed, NFC-normalised text of at most ``max_bytes`` UTF-8 bytes, both as given
     and as returned (NFC can make a text longer)."""
@@ -54,10 +67,7 @@ def _clean_text(value: object, what: str, max_bytes: int, field: str | None = No
         raise InvalidInput(f"{what} must be a string, not {type(value).__name__}", field=field)
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL character", field=field)
-    try:
-        size = len(value.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} is not valid Unicode (lone surrogate)", field=field) from None
+    size = len(encodable(value, what, field).encode("utf-8"))
     text = ""
     if size <= max_bytes:
         text = unicodedata.normalize("NFC", value).strip()
@@ -218,10 +228,11 @@ def tags(values: object) -> tuple[str, ...]:
     return tuple(unique)
 
 
-def _check_nesting(value: object) -> None:
-    """Reject metadata nested deeper than ``MAX_METADATA_DEPTH``, without recursion. More
-    values than ``MAX_METADATA_BYTES`` cannot serialise within the size limit, so the walk
-    stops there too (which also ends it on a structure that contains itself)."""
+def _check_structure(value: object) -> None:
+    """Reject metadata nested deeper than ``MAX_METADATA_DEPTH``, or holding a key or text
+    that is not valid Unicode, without recursion. More values than ``MAX_METADATA_BYTES``
+    cannot serialise within the size limit, so the walk stops there too (which also ends it
+    on a structure that contains itself)."""
     stack: list[tuple[object, int]] = [(value, 1)]
     seen = 0
     while stack:
@@ -232,7 +243,13 @@ def _check_nesting(value: object) -> None:
                 f"metadata is larger than {MAX_METADATA_BYTES} bytes once serialised",
                 field="metadata",
             )
+        if isinstance(item, str):
+            encodable(item, f"metadata text {_show(item)}", "metadata")
+            continue
         if isinstance(item, Mapping):
+            for name in item:
+                if isinstance(name, str):
+                    encodable(name, f"metadata key {_show(name)}", "metadata")
             children: Iterable[object] = item.values()
         elif isinstance(item, list | tuple):
             children = item
@@ -267,7 +284,7 @@ def metadata(value: object) -> dict[str, Any]:
         raise InvalidInput(
             f"metadata must be a JSON object, not {type(value).__name__}", field="metadata"
         )
-    _check_nesting(value)
+    _check_structure(value)
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False, sort_keys=True)
         size = len(text.encode("utf-8"))
@@ -311,6 +328,7 @@ def metadata_filter(value: object) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     for key in sorted(value, key=str):
         if not isinstance(key, str) or not key or len(key) > 256:
             raise InvalidInput("metadata filter keys are non-empty strings", field="metadata")
+        encodable(key, f"metadata filter key {_show(key)}", "metadata")
         allowed = value[key]
         allowed = list(allowed) if isinstance(allowed, list | tuple) else [allowed]
         if not allowed or len(allowed) > MAX_FILTER_VALUES:
@@ -324,6 +342,8 @@ def metadata_filter(value: object) -> tuple[tuple[str, tuple[Any, ...]], ...]:
                     f"metadata filter {key!r}: values are strings, numbers, true, false or null",
                     field="metadata",
                 )
+            if isinstance(item, str):
+                encodable(item, f"metadata filter {key!r}: {_show(item)}", "metadata")
         out.append((key, tuple(allowed)))
     return tuple(out)
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import click
 
+from slm.cli.output import printable
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound, SlmError, outcome
 from slm.settings import Settings, default_db_path
@@ -121,10 +122,11 @@ class SlmGroup(click.Group):
             code = run(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.UsageError as exc:
             command = exc.ctx.command_path if exc.ctx is not None else "slm"
-            click.echo(f"error: {exc.format_message()} (see '{command} --help')", err=True)
+            message = printable(exc.format_message())
+            click.echo(f"error: {message} (see '{command} --help')", err=True)
             sys.exit(EXIT_USAGE)
         except click.ClickException as exc:
-            click.echo(f"error: {exc.format_message()}", err=True)
+            click.echo(f"error: {printable(exc.format_message())}", err=True)
             sys.exit(EXIT_ERROR)
         except click.Abort:
             click.echo("interrupted", err=True)
@@ -135,7 +137,7 @@ class SlmGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SlmError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(f"error: {printable(str(exc))}", err=True)
             sys.exit(outcome(exc).exit_code)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
@@ -152,7 +154,8 @@ class SlmGroup(click.Group):
             if os.environ.get("SLM_DEBUG"):
                 raise
             click.echo(
-                f"internal error: {type(exc).__name__}: {exc} (set SLM_DEBUG=1 for details)",
+                f"internal error: {type(exc).__name__}: {printable(str(exc))} "
+                "(set SLM_DEBUG=1 for details)",
                 err=True,
             )
             sys.exit(EXIT_INTERNAL)

@@ -31,13 +31,32 @@ ORDER_NOTE = (
 #: Characters of a memory shown on one line of a list or a trace.
 SHOWN = 160
 
+#: Every control character (C0, DEL, C1) as the escape that shows it.
+_ESCAPES = {
+    **{code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))},
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+_ESCAPES_BUT_LINES = {code: shown for code, shown in _ESCAPES.items() if chr(code) not in "\n\t"}
+
+
+def printable(text: str, lines: bool = False) -> str:
+    """``text`` with its control characters shown escaped (``\\x1b``, ``\\r``, ``\\n``), so
+    that what was stored or given reaches a terminal as text and never as a command to it
+    (clear the screen, recolour it, retitle the window, rewrite a line). With ``lines``, line
+    feeds and tabs stay as they are: the layout of a text shown whole."""
+    return text.translate(_ESCAPES_BUT_LINES if lines else _ESCAPES)
+
 
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
 def one_line(text: str, width: int = SHOWN) -> str:
-    flat = " ".join(text.split())
+    """``text`` on one line: its runs of white space as one space, control characters
+    escaped, cut to ``width`` characters."""
+    flat = printable(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
@@ -46,26 +65,26 @@ def show_memory(record: MemoryRecord) -> None:
     click.echo(f"{record.id}  {one_line(record.content)}")
     details = [f"event {record.event_time:%Y-%m-%d %H:%M}"]
     if record.source:
-        details.append(f"source {record.source}")
+        details.append(f"source {printable(record.source)}")
     if record.tags:
-        details.append("tags " + ",".join(record.tags))
+        details.append("tags " + printable(",".join(record.tags)))
     click.echo("                  " + "  ".join(details))
 
 
 def show_details(record: MemoryRecord, trust: float) -> None:
-    """Everything stored with one memory (``slm get``)."""
-    click.echo(record.content)
+    """Everything stored with one memory (``slm get``): its text whole, line breaks kept."""
+    click.echo(printable(record.content, lines=True))
     click.echo()
     rows = [
         ("id", record.id),
         ("event time", f"{record.event_time:%Y-%m-%d %H:%M:%S} UTC"),
         ("recorded", f"{record.recorded_at:%Y-%m-%d %H:%M:%S} UTC"),
-        ("source", record.source or "-"),
+        ("source", printable(record.source or "-")),
         ("confidence", f"{record.confidence:g} (memory_confidence)"),
         ("trust", f"{trust:.3f} (trust_score of its source)"),
-        ("tags", ", ".join(record.tags) or "-"),
+        ("tags", printable(", ".join(record.tags)) or "-"),
         ("valid", _validity(record)),
-        ("metadata", json.dumps(dict(record.metadata), ensure_ascii=False) or "-"),
+        ("metadata", printable(json.dumps(dict(record.metadata), ensure_ascii=False))),
     ]
     for name, value in rows:
         click.echo(f"{name:<11} {value}")
@@ -114,7 +133,7 @@ def show_response(response: RecallResponse) -> None:
             f"{memory.event_time:%Y-%m-%d}",
         ]
         if memory.source:
-            details.append(f"source {memory.source}")
+            details.append(f"source {printable(memory.source)}")
         details.append(f"id {memory.id}")
         click.echo("    " + " · ".join(details))
         if memory.superseded_by is not None and memory.valid_to is not None:
@@ -135,10 +154,14 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
     click.echo(f"query    {query['text']!r}")
     if query["embedded_text"] != query["text"]:
         click.echo(f"embedded {query['embedded_text']!r}")
-    click.echo(f"terms    {' '.join(query['terms']) or '-'}")
-    click.echo(f"entities {', '.join(query['entities']) or '-'}")
+    click.echo(f"terms    {printable(' '.join(query['terms'])) or '-'}")
+    click.echo(f"entities {printable(', '.join(query['entities'])) or '-'}")
     window = query["time_window"]
-    when = f"{window['start'][:10]} .. {window['end'][:10]} ({window['text']})" if window else "-"
+    when = (
+        f"{window['start'][:10]} .. {window['end'][:10]} ({printable(window['text'])})"
+        if window
+        else "-"
+    )
     click.echo(f"window   {when}" + ("   [when-question]" if query["when_question"] else ""))
     fusion = trace["fusion"]
     weights = ", ".join(f"{n} {w:g}" for n, w in fusion["weights"].items())
@@ -146,7 +169,7 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
     for name, run in trace["channels"].items():
         if not run["ran"]:
             why = run["error"] or run["reason"]
-            click.echo(f"{name:<10} did not run ({why})")
+            click.echo(f"{name:<10} did not run ({printable(str(why))})")
             continue
         click.echo(f"{name:<10} {len(run['candidates'])} candidates in {run['ms']:.1f} ms")
         for hit in run["candidates"][:5]:

@@ -8,7 +8,7 @@ import sys
 import click
 
 from slm.cli.base import Context, json_option
-from slm.cli.output import emit
+from slm.cli.output import emit, printable
 from slm.errors import InvalidInput
 
 
@@ -34,10 +34,11 @@ def profiles(ctx: click.Context, as_json: bool) -> None:
     if not found:
         click.echo(f"no profile holds memories in {where} yet")
         return
-    width = max(len(p.name) for p in found)
+    names = {p.name: printable(p.name) for p in found}
+    width = max(len(shown) for shown in names.values())
     for p in found:
         written = p.last_write.strftime("%Y-%m-%d %H:%M UTC") if p.last_write else "-"
-        click.echo(f"{p.name:<{width}}  {p.memories:>8} memories  last write {written}")
+        click.echo(f"{names[p.name]:<{width}}  {p.memories:>8} memories  last write {written}")
 
 
 @profiles.command()

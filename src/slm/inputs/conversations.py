@@ -58,11 +58,12 @@ def memories(conversation: object, *, session: str | None = None) -> list[Memory
         if unknown:
             raise InvalidInput(f"unknown conversation field(s) {', '.join(unknown)}",
                                field=unknown[0])  # fmt: skip
-        given = conversation.get("session")
-        if given is not None and session is None:
-            session = _text(given, "session")
+        if session is None:
+            session = conversation.get("session")
         start = validate.timestamp(conversation.get("time"), "time")
         conversation = conversation.get("messages")
+    if session is not None:
+        session = _text(session, "session")
     if not isinstance(conversation, list):
         raise InvalidInput("messages must be a list of messages", field="messages")
     if not conversation:
@@ -76,7 +77,7 @@ def memories(conversation: object, *, session: str | None = None) -> list[Memory
             item = _memory(message, index, session, start)
         except InvalidInput as exc:
             field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
-            raise InvalidInput(f"{field}: {exc}", field=field, index=index) from None
+            raise InvalidInput(f"{field}: {exc}", field=field) from None
         if item is not None:
             out.append(item)
     if not out:
@@ -160,7 +161,7 @@ def _moment(message: Mapping[str, Any]) -> datetime | None:
 def _text(value: object, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise InvalidInput(f"{field} must be a non-empty string", field=field)
-    return value.strip()
+    return validate.encodable(value, field).strip()
 
 
 def batches(items: Sequence[MemoryInput]) -> list[Sequence[MemoryInput]]:

@@ -27,6 +27,8 @@ class Profiles:
         self._open: OrderedDict[str, Memory] = OrderedDict()
         self._users: dict[int, int] = {}
         self._embedder: Embedder | None = None
+        #: the store's location as its errors name it (a file's path, a server's address)
+        self._where: str | None = None
 
     @contextmanager
     def lease(self, profile: str) -> Iterator[Memory]:
@@ -47,6 +49,7 @@ class Profiles:
                     embedder=self._embedder,
                 )
                 self._embedder = memory.embedder  # loading the model once is enough
+                self._where = memory.location
                 self._open[profile] = memory
                 self._evict()
             self._open.move_to_end(profile)
@@ -66,6 +69,11 @@ class Profiles:
             memory = self._open.pop(profile)
             if id(memory) not in self._users:
                 memory.close()
+
+    def public(self, message: str) -> str:
+        """``message`` as a server may answer it: with "the store" where it names the store's
+        file or server, which a client has no use for and should not learn from an error."""
+        return message.replace(self._where, "the store") if self._where else message
 
     def close(self) -> None:
         with self._lock:

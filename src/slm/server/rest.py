@@ -299,6 +299,8 @@ def _add_routes(app: FastAPI) -> None:
 _HTTP_KINDS = {400: "invalid_input", 404: "not_found", 405: "method_not_allowed"}
 #: Library argument names that a request calls otherwise.
 _FIELD_ALIASES = {"items": "memories"}
+#: Path parameters as the documented paths name them (``/v1/memories/{id}``).
+_PATH_FIELDS = {"memory_id": "id", "newer_id": "newer"}
 
 
 def library_field(exc: InvalidInput) -> str | None:
@@ -314,7 +316,7 @@ def _loc_field(loc: tuple[Any, ...]) -> str:
     """``("body", "batch", "memories", 2, "content")`` -> ``memories[2].content``."""
     parts = [p for p in loc[1:] if p not in ("one", "batch")] if loc[0] == "body" else loc[1:]
     if loc[0] == "path":
-        parts = ["id"]
+        parts = [_PATH_FIELDS.get(str(loc[-1]), str(loc[-1]))]
     elif loc[0] == "header":
         parts = ["X-SLM-Profile"]
     text = ""
@@ -334,13 +336,14 @@ def _add_error_handlers(app: FastAPI) -> None:
         field = _loc_field(tuple(first.get("loc", ("body",))))
         return error_response(400, "invalid_input", f"{field}: {first['msg']}", field)
 
-    async def library_error(_: Request, exc: Exception) -> JSONResponse:
+    async def library_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, SlmError)
         result = outcome(exc)
         if result.http_status >= 500:
             log.error("%s: %s", type(exc).__name__, exc)
         field = library_field(exc) if isinstance(exc, InvalidInput) else None
-        return error_response(result.http_status, result.kind, str(exc), field)
+        message = request.app.state.profiles.public(str(exc))
+        return error_response(result.http_status, result.kind, message, field)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -6,8 +6,9 @@ stores (``mark`` is the driver's placeholder).
 
 Names and values are kept as JSON text (``"user_id"``; ``"u7"``, ``3``, ``true``, ``null``):
 any key is stored as written (a NUL included, which PostgreSQL's text refuses raw), and a
-filter matches by JSON value and type: the text ``"7"`` is not the number ``7``. Numbers
-match as written (``1`` and ``1.0`` differ).
+filter matches by JSON value and type, the same on both stores (neither reads the JSON in
+SQL): the text ``"7"`` is not the number ``7``, ``true`` is not ``1``, and numbers match as
+written (``1`` and ``1.0`` differ).
 """
 
 from __future__ import annotations
@@ -110,11 +111,15 @@ class AllowedKeys:
     same: metadata never changes after a memory is stored, so the set only changes when a
     memory is stored or forgotten, which the stamp tells with two index lookups. An agent
     that always filters by its user pays for the lookup once. Thread-safe; the least
-    recently used of ``limit`` filters goes first."""
+    recently used of ``limit`` filters goes first.
+
+    A filter is kept under its query as bound (the JSON text of its names and values), not
+    under the filter's Python values: ``True == 1 == 1.0`` in Python, and a filter on one
+    must not answer for the others."""
 
     def __init__(self, limit: int = 64) -> None:
         self.limit = limit
-        self._held: OrderedDict[tuple[str, Any], tuple[tuple[Any, ...], set[int]]] = OrderedDict()
+        self._held: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], set[int]]] = OrderedDict()
         self._lock = threading.Lock()
 
     def keys(
@@ -122,12 +127,11 @@ class AllowedKeys:
         read: Callable[[str, list[Any]], list[Any]],
         mark: str,
         profile: str,
-        filters: Any,
         query: tuple[str, list[Any]],
     ) -> set[int]:
         """The keys ``query`` selects, from the cache when the stamp has not moved."""
         stamp = tuple(read(STAMP_SQL.format(mark=mark), [profile])[0])
-        wanted = (profile, filters)
+        wanted = (profile, query[0], *query[1])
         with self._lock:
             held = self._held.get(wanted)
             if held is not None and held[0] == stamp:

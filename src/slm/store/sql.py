@@ -112,7 +112,7 @@ def allowed_keys(
     from the metadata index (one index range per key, intersected), through ``cache``."""
     if filters.metadata and replace(filters, metadata=()).is_empty():
         query = fields.matching(mark, profile, filters.metadata)
-        return cache.keys(read, mark, profile, filters, query)
+        return cache.keys(read, mark, profile, query)
     return {row[0] for row in read(f"SELECT key FROM memories WHERE {where}", params)}
 
 

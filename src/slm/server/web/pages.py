@@ -153,7 +153,8 @@ def _default(request: Request) -> str:
 
 
 def _failure(request: Request, exc: SlmError) -> Response:
-    return error_page(request, outcome(exc).http_status, str(exc))
+    message = request.app.state.profiles.public(str(exc))
+    return error_page(request, outcome(exc).http_status, message)
 
 
 def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
