@@ -150,6 +150,10 @@ def test_slm_import_reads_a_chat_export_and_conversation_lines(
     bad.write_text(json.dumps({"messages": [{"role": "user", "content": 7}]}) + "\n")
     refused = CliRunner().invoke(cli, ["import", str(bad)])
     assert refused.exit_code == 1 and "line 1: messages[0].content" in refused.output
+    bad.write_text(json.dumps([{"role": "user", "name": "Ma\u202eya", "content": "hi"}]) + "\n")
+    refused = CliRunner().invoke(cli, ["import", str(bad)])
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("error: line 1: messages[0].name: name must be printable")
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "locomo-dev.json").exists(), reason="no LoCoMo dev file")
@@ -180,3 +184,45 @@ def test_a_locomo_conversation_as_messages_is_stored_as_the_benchmark_stores_it(
                 messages.append({"role": "user", "name": turn["speaker"], "content": text,
                                  "time": when})  # fmt: skip
         assert stored(memories(messages)) == stored(conversation.turns), sample["sample_id"]
+
+
+# -- roles and names -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "root; DROP", "content": "hi"}, "role"),
+        ({"role": "user\u202e", "content": "hi"}, "role"),
+        ({"role": "User", "content": "hi"}, "role"),
+        ({"role": 5, "content": "hi"}, "role"),
+        ({"role": "user", "name": "\u202eevil", "content": "hi"}, "name"),
+        ({"role": "user", "name": "Ma\x00ya", "content": "hi"}, "name"),
+        ({"role": "user", "name": "Ma\nya", "content": "hi"}, "name"),
+        ({"role": "user", "name": "\ud800", "content": "hi"}, "name"),
+        ({"role": "user", "name": "x" * 65, "content": "hi"}, "name"),
+        ({"role": "user", "name": 7, "content": "hi"}, "name"),
+    ],
+)
+def test_a_bad_role_or_name_is_refused_naming_its_field(
+    memory: Memory, message: dict[str, Any], field: str
+) -> None:
+    """Only the roles of the OpenAI and Anthropic formats are accepted, and a name is
+    printable text of at most 64 characters; the error names the field and the message
+    (not ``content``, which the speaker's label would otherwise be found in)."""
+    chat = [{"role": "user", "content": "Hello there."}, message]
+    with pytest.raises(InvalidInput) as refused:
+        memory.remember_conversation(chat)
+    assert refused.value.field == f"messages[1].{field}" and refused.value.index == 1
+    assert str(refused.value).startswith(f"messages[1].{field}: ")
+    assert str(refused.value).isprintable()
+    assert memory.count() == 0
+
+
+def test_every_role_of_the_chat_formats_and_any_printable_name_is_accepted() -> None:
+    roles = ["system", "developer", "user", "assistant", "tool", "function"]
+    chat = [{"role": role, "content": f"said as {role}"} for role in roles]
+    assert [m.metadata["role"] for m in memories(chat)] == roles  # type: ignore[index]
+    names = ["María José", "O'Brien", "李雷", "Dr. Ana-Luísa", "x" * 64]
+    chat = [{"role": "user", "name": name, "content": "hello"} for name in names]
+    assert [m.source for m in memories(chat)] == names

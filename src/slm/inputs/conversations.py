@@ -15,8 +15,12 @@ The messages of one conversation are one thread (each message's turn before is t
 before it, whoever said it): under its ``session`` when one is given, else under an id made
 from its messages (``metadata["conversation"]``, the same each time the same conversation is
 stored), so that what answers a question is read with the question it answers.
-A message without text (only an image or a tool call) is skipped. A malformed conversation
-is refused whole, naming the message and the field.
+A message without text (only an image or a tool call) is skipped.
+
+Roles are those the OpenAI and Anthropic message formats define (:data:`ROLES`); a
+``name`` is printable text of at most :data:`MAX_NAME_CHARS` characters, since it becomes
+the speaker label of the stored text and its source. A malformed conversation is refused
+whole, naming the message and the field.
 """
 
 from __future__ import annotations
@@ -34,6 +38,10 @@ from slm.inputs.memories import MemoryInput, check_item
 
 #: The most messages one conversation may hold.
 MAX_MESSAGES = 100_000
+#: The roles of the OpenAI and Anthropic chat formats, the only ones a message may have.
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+#: The longest speaker name (OpenAI's own limit for ``name``).
+MAX_NAME_CHARS = 64
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "time", "timestamp", "created_at"})
 _CONVERSATION_FIELDS = frozenset({"messages", "session", "time"})
 
@@ -109,8 +117,11 @@ def _memory(
         raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
     if "role" not in message:
         raise InvalidInput("role is missing", field="role")
-    role = _text(message["role"], "role")
-    name = _text(message["name"], "name") if message.get("name") is not None else None
+    role = message["role"]
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}, not {_show(role)}",
+                           field="role")  # fmt: skip
+    name = _name(message["name"]) if message.get("name") is not None else None
     text = _content(message.get("content"))
     if not text.strip():
         return None
@@ -124,6 +135,24 @@ def _memory(
     )
     check_item(index, item, datetime.now(UTC), numbered=False)  # the limits, named here
     return item
+
+
+def _name(value: object) -> str:
+    """A speaker's name: printable (no control, format or bidirectional override
+    characters, no lone surrogates), at most :data:`MAX_NAME_CHARS` characters."""
+    name = _text(value, "name")
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidInput(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}",
+                           field="name")  # fmt: skip
+    if not name.isprintable():
+        raise InvalidInput(f"name must be printable text, not {_show(name)}", field="name")
+    return name
+
+
+def _show(value: object) -> str:
+    """``value`` for a message: escaped by repr, so printable, and short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _content(value: object) -> str:

@@ -19,6 +19,7 @@ from typing import Annotated, Any, cast
 from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import ConfigError, NotFound, SlmError, install_hint, outcome
+from slm.inputs.conversations import MAX_MESSAGES
 from slm.models import RecallRequest
 from slm.profiles import profiles as listed
 from slm.profiles import require
@@ -177,7 +178,7 @@ def build_server(memory: Memory) -> MCPServer:
     def remember_conversation(
         messages: Annotated[
             list[dict[str, Any]],
-            Field(description="The messages, oldest first.", min_length=1, max_length=100_000),
+            Field(description="The messages, oldest first.", min_length=1, max_length=MAX_MESSAGES),
         ],
         session: Annotated[str | None, Field(description="A name for this conversation.")] = None,
     ) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import re
 import socket
 import threading
 import time
@@ -303,11 +304,16 @@ _FIELD_ALIASES = {"items": "memories"}
 
 def library_field(exc: InvalidInput) -> str | None:
     """The request field a library error is about: the argument it names, under
-    ``memories[i]`` when it is about one item of a batch."""
+    ``memories[i]`` when it is about one item of a batch (unless it names its item
+    itself, as a conversation's ``messages[i].name`` does)."""
     field = _FIELD_ALIASES.get(exc.field, exc.field) if exc.field else None
-    if exc.index is None:
+    if exc.index is None or (field is not None and _PLACED.match(field)):
         return field
     return f"memories[{exc.index}]" + (f".{field}" if field else "")
+
+
+#: A field that says which item of a list it is about.
+_PLACED = re.compile(r"\w+\[\d+\]")
 
 
 def _loc_field(loc: tuple[Any, ...]) -> str:
