@@ -400,6 +400,7 @@ def test_a_conversation_is_stored_through_mcp(tmp_path: Path) -> None:
             "user: Standup moved to 9:30.",
             "assistant: Got it.",
         ]
+        assert done["system_skipped"] == 0
         refused = await client.call_tool("remember_conversation", {"messages": [{"role": "user"}]})
         assert "messages[0].content" in error_text(refused)
         refused = await client.call_tool("remember_conversation", {"messages": [{"role": "x"}]})
@@ -407,6 +408,12 @@ def test_a_conversation_is_stored_through_mcp(tmp_path: Path) -> None:
         named = [{"role": "user", "name": "Ma\u202eya", "content": "hi"}]
         refused = await client.call_tool("remember_conversation", {"messages": named})
         assert "invalid input: messages[0].name: name must be printable" in error_text(refused)
+        system = [{"role": "system", "content": "You are a helpful assistant."}, *messages]
+        done = data(await client.call_tool("remember_conversation", {"messages": system}))
+        assert done["system_skipped"] == 1 and len(done["memories"]) == 2
+        kept = {"messages": system, "system": "keep"}
+        done = data(await client.call_tool("remember_conversation", kept))
+        assert done["system_skipped"] == 0 and done["memories"][0]["source"] == "system"
 
     run_session(tmp_path, scenario)
 

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from pydantic.config import JsonDict
 
 from slm import validate
-from slm.inputs.conversations import MAX_MESSAGES, MAX_NAME_CHARS, ROLES
+from slm.inputs.conversations import MAX_MESSAGES, MAX_NAME_CHARS, ROLES, SYSTEM_CHOICES
 
 # -- request and response shapes -----------------------------------------------------------
 
@@ -98,6 +98,12 @@ class ConversationIn(_Body):
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     session: str | None = Field(default=None, description="A name for this conversation.")
     time: str | None = Field(default=None, description="When it started (ISO 8601).")
+    system: str = Field(
+        default="skip",
+        description="System messages: skip (left out, counted in system_skipped) or keep "
+        "(stored as standing instructions).",
+        json_schema_extra={"enum": list(SYSTEM_CHOICES)},
+    )
 
 
 class RecallIn(_Body):

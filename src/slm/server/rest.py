@@ -166,11 +166,12 @@ def _add_routes(app: FastAPI) -> None:
     @app.post("/v1/conversations", status_code=201, responses={**ok(None, 201), 200: {}})
     def remember_conversation(body: ConversationIn, memory: Mem) -> JSONResponse:
         """Store a chat conversation as it is (OpenAI or Anthropic message shape): one memory
-        per message, with its speaker, role, session and time; checked whole first."""
-        done = memory.remember_conversation(body.model_dump(exclude_none=True))
+        per message, with its speaker, role, session and time; checked whole first. System
+        messages are skipped and counted (``system_skipped``) unless ``system`` is ``keep``."""
+        given = body.model_dump(exclude_none=True, exclude={"system"})
+        done = memory.remember_conversation(given, system=body.system)
         return JSONResponse(
-            {"memories": [d.to_dict() for d in done]},
-            status_code=201 if any(d.created for d in done) else 200,
+            done.to_dict(), status_code=201 if any(d.created for d in done) else 200
         )
 
     @app.post("/v1/recall", responses=ok(RecallOut))
