@@ -165,6 +165,36 @@ def test_slm_import_reads_a_chat_export_and_conversation_lines(
     assert refused.stderr.startswith("error: line 1: messages[0].name: name must be printable")
 
 
+def test_slm_import_of_a_transcript_is_all_or_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import is stored in batches of 256 lines (a conversation's messages among them);
+    when a later batch fails, what the batches before it stored is taken away again."""
+    from slm.errors import StoreError
+    from slm.store.sqlite import SQLiteStore
+
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    monkeypatch.setenv("SLM_DB", str(tmp_path / "cli.db"))
+    assert CliRunner().invoke(cli, ["remember", "Deploys happen on Thursdays"]).exit_code == 0
+    export = tmp_path / "chat.json"
+    export.write_text(json.dumps(_talk(600)), encoding="utf-8")
+    insert, calls = SQLiteStore.insert, []
+
+    def failing(self: SQLiteStore, *args: Any, **kwargs: Any) -> Any:
+        calls.append(len(args[1]))
+        if len(calls) == 2:
+            raise StoreError("the disk is full (injected)")
+        return insert(self, *args, **kwargs)
+
+    monkeypatch.setattr(SQLiteStore, "insert", failing)
+    refused = CliRunner().invoke(cli, ["import", str(export)])
+    assert refused.exit_code == 1 and "injected" in refused.stderr
+    assert calls == [256, 256]
+    monkeypatch.setattr(SQLiteStore, "insert", insert)
+    with Memory(tmp_path / "cli.db", settings=Settings(embedder="fake")) as memory:
+        assert [r.content for r in memory.list()] == ["Deploys happen on Thursdays"]
+
+
 @pytest.mark.skipif(not (SHARED_DATA / "locomo-dev.json").exists(), reason="no LoCoMo dev file")
 def test_a_locomo_conversation_as_messages_is_stored_as_the_benchmark_stores_it() -> None:
     """The bench's per-turn path and a message list give the same memories (text, speaker,
@@ -290,3 +320,93 @@ def test_every_role_of_the_chat_formats_and_any_printable_name_is_accepted() -> 
     names = ["María José", "O'Brien", "李雷", "Dr. Ana-Luísa", "x" * 64]
     chat = [{"role": "user", "name": name, "content": "hello"} for name in names]
     assert [m.source for m in memories(chat)] == names
+
+
+# -- all or nothing --------------------------------------------------------------------------
+
+
+def _failing_on(memory: Memory, monkeypatch: pytest.MonkeyPatch, call: int) -> list[int]:
+    """Make the ``call``-th insert of ``memory``'s store fail as a full disk would; the
+    sizes of the inserts asked for."""
+    from slm.errors import StoreError
+
+    insert, calls = memory.store.insert, []
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls.append(len(args[1]))
+        if len(calls) == call:
+            raise StoreError("the disk is full (injected)")
+        return insert(*args, **kwargs)
+
+    monkeypatch.setattr(memory.store, "insert", failing)
+    return calls
+
+
+def _talk(n: int) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 else "assistant",
+             "content": f"message {i} of a long talk about rail timetables"}
+            for i in range(n)]  # fmt: skip
+
+
+def test_a_conversation_that_fails_in_a_later_chunk_leaves_nothing_stored(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation longer than a batch is stored in several transactions (one holds
+    every vector of its memories until it commits); when a later one fails, those before it
+    are taken away again, links and all: the call stores all of it or none. Memories the
+    profile held before, the conversation's own words among them, stay. Here a batch is 100
+    messages; the test below stores a real 15,000."""
+    from slm.errors import StoreError
+
+    monkeypatch.setattr(validate, "MAX_BATCH", 100)
+    held = memory.remember("user: message 3 of a long talk about rail timetables")
+    other = memory.remember("Deploys happen on Thursdays")
+    calls = _failing_on(memory, monkeypatch, 3)
+    with pytest.raises(StoreError, match="injected"):
+        memory.remember_conversation(_talk(250), session="long")
+    assert calls == [99, 100, 50]  # two chunks stored (less the message already held)
+    assert {r.id for r in memory.list(limit=10)} == {held.id, other.id}
+    assert not memory.list(metadata={"session": "long"})
+    assert not memory.store.edges_from(memory.profile, [held.key]).get(held.key)  # no edges left
+    monkeypatch.undo()
+    done = memory.remember_conversation(_talk(250), session="long")
+    assert sum(d.created for d in done) == 249 and memory.count() == 251
+
+
+def test_a_failure_that_cannot_be_undone_says_what_stays(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from slm.errors import StoreError
+
+    monkeypatch.setattr(validate, "MAX_BATCH", 100)
+    _failing_on(memory, monkeypatch, 2)
+
+    def no_delete(*args: Any) -> list[str]:
+        raise StoreError("the server is gone (injected)")
+
+    monkeypatch.setattr(memory.store, "delete", no_delete)
+    with pytest.raises(StoreError) as failed:
+        memory.remember_conversation(_talk(150), session="long")
+    assert str(failed.value) == (
+        "the disk is full (injected); the 100 memories written before it are still stored "
+        "(taking them away failed: the server is gone (injected)); storing the same again "
+        "completes it"
+    )
+    monkeypatch.undo()
+    assert memory.count() == 100
+    done = memory.remember_conversation(_talk(150), session="long")
+    assert sum(d.created for d in done) == 50 and memory.count() == 150
+
+
+def test_a_15000_message_conversation_is_stored_whole_or_not_at_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """15,000 messages: 10,000 then 5,000, each in one transaction. A failure in the
+    second used to leave the first 10,000 stored; now nothing is."""
+    from slm.errors import StoreError
+
+    with Memory(tmp_path / "long.db", settings=Settings(embedder="fake")) as memory:
+        calls = _failing_on(memory, monkeypatch, 2)
+        with pytest.raises(StoreError, match="injected"):
+            memory.remember_conversation(_talk(15_000), session="long")
+        assert calls == [10_000, 5_000] and memory.count() == 0

@@ -221,13 +221,14 @@ class Memory:
     ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
         session and time (:mod:`slm.inputs.conversations`). System messages are left out and
-        counted, or with ``system="keep"`` stored as standing instructions; checked whole
-        before anything is stored."""
+        counted, or with ``system="keep"`` stored as standing instructions. All or nothing:
+        checked whole first, and a failure while storing it leaves none of it stored."""
         from slm.inputs import conversations
 
         read = conversations.read(conversation, session=session, system=system)
-        done = [d for part in conversations.batches(read.items) for d in self.store_many(part)]
-        return RememberedConversation(tuple(done), read.system_skipped)
+        with stage.AllOrNothing(self.store, self.profile) as whole:
+            done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
+        return RememberedConversation(tuple(d for part in done for d in part), read.system_skipped)
 
     def store_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
         """:meth:`remember_many`, saying for each item whether it was stored now

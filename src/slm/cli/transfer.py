@@ -28,7 +28,8 @@ from slm.inputs.conversations import SYSTEM_CHOICES
 @click.pass_obj
 def import_(obj: Context, file: Path, system: str, quiet: bool, as_json: bool) -> None:
     """Store every memory of a JSON Lines FILE, or of a chat transcript ('-' reads standard
-    input); the whole file is validated first, and a re-run stores nothing twice."""
+    input); the whole file is validated first, a failure stores nothing, and a re-run
+    stores nothing twice."""
     from slm.copy.jsonl import check_jsonl, import_jsonl
 
     with obj.memory() as memory, readable(file) as path:

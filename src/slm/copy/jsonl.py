@@ -7,10 +7,11 @@ required; ``id``, ``event_time``, ``recorded_at``, ``source``, ``confidence``,
 ``supersedes`` optional). Export writes these fields but ``supersedes``, so an exported
 file imports back with the same times, metadata and validity (the probable updates between
 memories are derived from their text again, the same way). Import validates the whole file
-before storing anything, then stores it in batches; identical content is never stored
-twice, so re-running an interrupted import completes it without duplicates. A
-conversation's system messages are skipped and counted, or kept (``system="keep"``;
-:mod:`slm.inputs.conversations`).
+before storing anything, then stores it in batches, all or nothing: a batch that fails
+takes away the memories the batches before it stored (:class:`slm.ingest.stage.AllOrNothing`).
+Identical content is never stored twice, so re-running an import the process did not live
+to finish completes it without duplicates. A conversation's system messages are skipped and
+counted, or kept (``system="keep"``; :mod:`slm.inputs.conversations`).
 
 Ids are unique in a store. A line's ``id`` is kept when it is free; when another memory
 holds it (importing into another profile of the same store, say) the memory gets a new id,
@@ -37,6 +38,7 @@ from typing import IO, Any
 from slm import validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
+from slm.ingest.stage import AllOrNothing
 from slm.inputs.conversations import is_conversation
 from slm.inputs.conversations import read as read_conversation
 from slm.models import LOGGED_OPTIONS, content_hash, to_micros
@@ -190,7 +192,7 @@ def import_jsonl(
     reading = _Reading(system)
     read = stored = 0
     feedback: list[dict[str, Any]] = []
-    with _open(path) as handle:
+    with _open(path) as handle, AllOrNothing(memory.store, memory.profile) as whole:
         batch: list[dict[str, Any]] = []
         for _, item in _lines(handle, reading):
             if "feedback" in item:
@@ -198,16 +200,12 @@ def import_jsonl(
                 continue
             batch.append(_renamed(item, ids))
             if len(batch) == IMPORT_BATCH:
-                stored += _store(memory, batch)
+                stored += _store(whole, memory, batch, progress)
                 read += len(batch)
-                if progress:
-                    progress(len(batch))
                 batch = []
         if batch:
-            stored += _store(memory, batch)
+            stored += _store(whole, memory, batch, progress)
             read += len(batch)
-            if progress:
-                progress(len(batch))
     recorded = _store_feedback(memory, feedback, ids)
     return ImportReport(
         read=read,
@@ -277,9 +275,17 @@ def _fresh(taken: set[str]) -> str:
     return new
 
 
-def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
-    """Store one batch; how many of its memories were new."""
-    return sum(done.created for done in memory.store_many(batch))
+def _store(
+    whole: AllOrNothing,
+    memory: Memory,
+    batch: list[dict[str, Any]],
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Store one batch as part of the ``whole`` import; how many of its memories were new."""
+    done = whole.add(memory.store_many(batch))
+    if progress:
+        progress(len(batch))
+    return sum(d.created for d in done)
 
 
 def _renamed(item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:

@@ -166,7 +166,7 @@ def _add_routes(app: FastAPI) -> None:
     @app.post("/v1/conversations", status_code=201, responses={**ok(None, 201), 200: {}})
     def remember_conversation(body: ConversationIn, memory: Mem) -> JSONResponse:
         """Store a chat conversation as it is (OpenAI or Anthropic message shape): one memory
-        per message, with its speaker, role, session and time; checked whole first. System
+        per message, with its speaker, role, session and time; all or nothing. System
         messages are skipped and counted (``system_skipped``) unless ``system`` is ``keep``."""
         given = body.model_dump(exclude_none=True, exclude={"system"})
         done = memory.remember_conversation(given, system=body.system)
