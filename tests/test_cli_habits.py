@@ -109,6 +109,7 @@ def test_standard_input(db: Path) -> None:
     imported = slm("--db", db, "import", "-", "--json", input=lines)
     assert json.loads(imported.stdout) == {
         "read": 2, "stored": 2, "existing": 0, "renamed": 0, "feedback": 0, "feedback_skipped": 0,
+        "system_skipped": 0,
     }  # fmt: skip
     bad = slm("--db", db, "import", "-", input='{"content": "three"}\nnot json\n')
     assert "line 2: not valid JSON" in one_error_line(bad, 1)

@@ -656,6 +656,47 @@ def test_a_conversation_is_stored_as_it_is(client: httpx.Client) -> None:
     assert refused.status_code == 400 and error_of(refused)["field"].startswith("messages[1]")
 
 
+def test_a_conversation_s_system_messages_are_skipped_or_kept(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "chat-system"}
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Standup moved to 9:30."},
+    ]
+    made = client.post("/v1/conversations", headers=headers, json={"messages": messages})
+    assert made.status_code == 201, made.text
+    assert made.json()["system_skipped"] == 1
+    assert [m["content"] for m in made.json()["memories"]] == ["user: Standup moved to 9:30."]
+    body = {"messages": messages, "system": "keep"}
+    kept = client.post("/v1/conversations", headers=headers, json=body).json()
+    assert kept["system_skipped"] == 0
+    assert [(m["source"], m["created"]) for m in kept["memories"]] == [
+        ("system", True),
+        ("user", False),
+    ]
+    refused = client.post("/v1/conversations", headers=headers, json={**body, "system": "x"})
+    assert refused.status_code == 400 and error_of(refused)["field"] == "system"
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "root; DROP", "content": "hi"}, "messages[1].role"),
+        ({"role": "user", "name": "Ma\u202eya", "content": "hi"}, "messages[1].name"),
+        ({"role": "user", "name": "Ma\u0000ya", "content": "hi"}, "messages[1].name"),
+    ],
+)
+def test_a_conversation_s_bad_role_or_name_is_reported_as_itself(
+    client: httpx.Client, message: dict[str, Any], field: str
+) -> None:
+    """The error names the message's field, not ``content`` (in which the speaker's name
+    would be), nor a batch's ``memories[i]``."""
+    body = {"messages": [{"role": "user", "content": "Hello."}, message]}
+    refused = client.post("/v1/conversations", headers={"X-SLM-Profile": "chat-bad"}, json=body)
+    assert refused.status_code == 400, refused.text
+    error = error_of(refused)
+    assert error["field"] == field and error["message"].startswith(f"{field}: ")
+
+
 def test_metadata_filters_on_recall_and_list(client: httpx.Client) -> None:
     headers = {"X-SLM-Profile": "scoped"}
     notes = [

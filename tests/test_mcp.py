@@ -15,6 +15,8 @@ import anyio
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent
 
+import slm
+
 TOOLS = {
     "remember",
     "remember_conversation",
@@ -31,6 +33,10 @@ TOOLS = {
 }
 
 
+#: The slm under test, for the server: the SDK starts it with a bare environment.
+SRC = str(Path(slm.__file__).resolve().parents[1])
+
+
 def run_session(
     home: Path,
     scenario: Callable[[Client], Awaitable[None]],
@@ -43,7 +49,7 @@ def run_session(
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "slm", "--db", str(home / "mcp.db"), *args, "mcp", *(after or [])],
-        env={"SLM_EMBEDDER": "fake", "SLM_HOME": str(home), **env},
+        env={"SLM_EMBEDDER": "fake", "SLM_HOME": str(home), "PYTHONPATH": SRC, **env},
     )
 
     async def main() -> None:
@@ -394,8 +400,20 @@ def test_a_conversation_is_stored_through_mcp(tmp_path: Path) -> None:
             "user: Standup moved to 9:30.",
             "assistant: Got it.",
         ]
-        refused = await client.call_tool("remember_conversation", {"messages": [{"role": "x"}]})
+        assert done["system_skipped"] == 0
+        refused = await client.call_tool("remember_conversation", {"messages": [{"role": "user"}]})
         assert "messages[0].content" in error_text(refused)
+        refused = await client.call_tool("remember_conversation", {"messages": [{"role": "x"}]})
+        assert "invalid input: messages[0].role: role must be one of" in error_text(refused)
+        named = [{"role": "user", "name": "Ma\u202eya", "content": "hi"}]
+        refused = await client.call_tool("remember_conversation", {"messages": named})
+        assert "invalid input: messages[0].name: name must be printable" in error_text(refused)
+        system = [{"role": "system", "content": "You are a helpful assistant."}, *messages]
+        done = data(await client.call_tool("remember_conversation", {"messages": system}))
+        assert done["system_skipped"] == 1 and len(done["memories"]) == 2
+        kept = {"messages": system, "system": "keep"}
+        done = data(await client.call_tool("remember_conversation", kept))
+        assert done["system_skipped"] == 0 and done["memories"][0]["source"] == "system"
 
     run_session(tmp_path, scenario)
 

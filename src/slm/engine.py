@@ -28,7 +28,7 @@ from slm.inputs.memories import MemoryInput, check_item
 from slm.inputs.recall import channel_names, check, filters_of
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
-from slm.models import MemoryRecord, RecallRequest, Remembered, content_hash
+from slm.models import MemoryRecord, RecallRequest, Remembered, RememberedConversation, content_hash
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
@@ -229,15 +229,18 @@ class Memory:
         return self.store_many(items)
 
     def remember_conversation(
-        self, conversation: object, *, session: str | None = None
-    ) -> list[Remembered]:
+        self, conversation: object, *, session: str | None = None, system: str = "skip"
+    ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
-        session and time (:mod:`slm.inputs.conversations`); checked whole before anything
-        is stored."""
+        session and time (:mod:`slm.inputs.conversations`). System messages are left out and
+        counted, or with ``system="keep"`` stored as standing instructions. All or nothing:
+        checked whole first, and a failure while storing it leaves none of it stored."""
         from slm.inputs import conversations
 
-        items = conversations.memories(conversation, session=session)
-        return [done for part in conversations.batches(items) for done in self.store_many(part)]
+        read = conversations.read(conversation, session=session, system=system)
+        with stage.AllOrNothing(self.store, self.profile) as whole:
+            done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
+        return RememberedConversation(tuple(d for part in done for d in part), read.system_skipped)
 
     def store_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
         """:meth:`remember_many`, saying for each item whether it was stored now

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 
 def content_hash(text: str, scope: str = "") -> str:
@@ -177,6 +177,32 @@ class Remembered:
             "created": self.created,
             "replaced": list(self.replaced),
             "updates": list(self.updates),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RememberedConversation(Sequence[Remembered]):
+    """What :meth:`Memory.remember_conversation` did: a :class:`Remembered` for each message
+    stored, in order (it reads as that list: ``done[0].id``, ``len(done)``), and how many
+    system messages with text it left out (``system="skip"``, the default)."""
+
+    memories: tuple[Remembered, ...]
+    system_skipped: int = 0
+
+    @overload
+    def __getitem__(self, index: int) -> Remembered: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Remembered]: ...
+    def __getitem__(self, index: int | slice) -> Remembered | Sequence[Remembered]:
+        return self.memories[index]
+
+    def __len__(self) -> int:
+        return len(self.memories)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "memories": [m.to_dict() for m in self.memories],
+            "system_skipped": self.system_skipped,
         }
 
 

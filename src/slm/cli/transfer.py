@@ -10,22 +10,32 @@ import click
 
 from slm.cli.base import Context, json_option, quiet_option, readable
 from slm.cli.output import emit, progress
+from slm.inputs.conversations import SYSTEM_CHOICES
 
 
 @click.command(name="import")
 @click.argument("file", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path))
+@click.option(
+    "--system",
+    type=click.Choice(SYSTEM_CHOICES),
+    default="skip",
+    show_default=True,
+    help="A chat transcript's system messages: left out and counted, or kept as standing "
+    "instructions.",
+)
 @quiet_option
 @json_option
 @click.pass_obj
-def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
-    """Store every memory of a JSON Lines FILE ('-' reads standard input); the whole file is
-    validated first, and a re-run stores nothing twice."""
+def import_(obj: Context, file: Path, system: str, quiet: bool, as_json: bool) -> None:
+    """Store every memory of a JSON Lines FILE, or of a chat transcript ('-' reads standard
+    input); the whole file is validated first, a failure stores nothing, and a re-run
+    stores nothing twice."""
     from slm.copy.jsonl import check_jsonl, import_jsonl
 
     with obj.memory() as memory, readable(file) as path:
-        total = check_jsonl(memory, path)
+        total = check_jsonl(memory, path, system)
         with progress(total, "read", quiet) as update:
-            report = import_jsonl(memory, path, progress=update)
+            report = import_jsonl(memory, path, progress=update, system=system)
     if as_json:
         emit(report.to_dict())
         return
@@ -35,6 +45,10 @@ def import_(obj: Context, file: Path, quiet: bool, as_json: bool) -> None:
     if report.feedback or report.feedback_skipped:
         line += f"; {report.feedback} feedback events recorded"
         line += f", {report.feedback_skipped} already there" if report.feedback_skipped else ""
+    if skipped := report.system_skipped:
+        line += (
+            f"; {skipped} system message{'s' * (skipped > 1)} skipped (--system keep stores them)"
+        )
     click.echo(line)
 
 

@@ -7,8 +7,11 @@ required; ``id``, ``event_time``, ``recorded_at``, ``source``, ``confidence``,
 ``supersedes`` optional). Export writes these fields but ``supersedes``, so an exported
 file imports back with the same times, metadata and validity (the probable updates between
 memories are derived from their text again, the same way). Import validates the whole file
-before storing anything, then stores it in batches; identical content is never stored
-twice, so re-running an interrupted import completes it without duplicates.
+before storing anything, then stores it in batches, all or nothing: a batch that fails
+takes away the memories the batches before it stored (:class:`slm.ingest.stage.AllOrNothing`).
+Identical content is never stored twice, so re-running an import the process did not live
+to finish completes it without duplicates. A conversation's system messages are skipped and
+counted, or kept (``system="keep"``; :mod:`slm.inputs.conversations`).
 
 Ids are unique in a store. A line's ``id`` is kept when it is free; when another memory
 holds it (importing into another profile of the same store, say) the memory gets a new id,
@@ -35,7 +38,9 @@ from typing import IO, Any
 from slm import validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
-from slm.inputs.conversations import is_conversation, memories
+from slm.ingest.stage import AllOrNothing
+from slm.inputs.conversations import is_conversation
+from slm.inputs.conversations import read as read_conversation
 from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
@@ -67,6 +72,8 @@ class ImportReport:
     renamed: int = 0
     #: feedback events not recorded: already there, or older than the profile's own label
     feedback_skipped: int = 0
+    #: system messages of conversations left out (``system="skip"``)
+    system_skipped: int = 0
 
     def to_dict(self) -> dict[str, int]:
         return {
@@ -76,10 +83,19 @@ class ImportReport:
             "renamed": self.renamed,
             "feedback": self.feedback,
             "feedback_skipped": self.feedback_skipped,
+            "system_skipped": self.system_skipped,
         }
 
 
-def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+@dataclass(slots=True)
+class _Reading:
+    """How a file's conversations are read, and what reading them left out."""
+
+    system: str = "skip"
+    system_skipped: int = 0
+
+
+def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each line's item, a conversation line (``{"messages": [...]}`` or a list of messages)
     expanded into its memories. A file that is one JSON document rather than lines (a
     conversation, or a list of them, as a chat export writes it) is read whole."""
@@ -94,12 +110,12 @@ def _lines(handle: IO[str]) -> Iterator[tuple[int, dict[str, Any]]]:
             if whole is None:
                 raise InvalidInput(f"line {number}: not valid JSON ({exc.msg})") from None
             for conversation in whole:
-                yield from _conversation(number, conversation)
+                yield from _conversation(number, conversation, reading)
             return
         first = False
         messages = isinstance(item, list) and item and all(isinstance(m, dict) for m in item)
         if is_conversation(item) or messages:
-            yield from _conversation(number, item)
+            yield from _conversation(number, item, reading)
             continue
         if not isinstance(item, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
@@ -123,12 +139,15 @@ def _whole(handle: IO[str]) -> list[Any] | None:
     return None
 
 
-def _conversation(number: int, conversation: object) -> Iterator[tuple[int, dict[str, Any]]]:
+def _conversation(
+    number: int, conversation: object, reading: _Reading
+) -> Iterator[tuple[int, dict[str, Any]]]:
     try:
-        items = memories(conversation)
+        transcript = read_conversation(conversation, system=reading.system)
     except InvalidInput as exc:
-        raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
-    for item in items:
+        raise InvalidInput(f"line {number}: {exc}", field=exc.field, index=exc.index) from None
+    reading.system_skipped += transcript.system_skipped
+    for item in transcript.items:
         fields = {"content": item.content, "event_time": item.event_time,
                   "source": item.source, "metadata": item.metadata}  # fmt: skip
         yield number, {key: value for key, value in fields.items() if value is not None}
@@ -141,12 +160,12 @@ def _open(path: str | Path) -> IO[str]:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def check_jsonl(memory: Memory, path: str | Path) -> int:
+def check_jsonl(memory: Memory, path: str | Path, system: str = "skip") -> int:
     """Validate every line without storing anything; return the number of items."""
     count = 0
     with _open(path) as handle:
         try:
-            for number, item in _lines(handle):
+            for number, item in _lines(handle, _Reading(system)):
                 try:
                     if "feedback" in item:
                         _feedback_event(item)
@@ -161,31 +180,32 @@ def check_jsonl(memory: Memory, path: str | Path) -> int:
 
 
 def import_jsonl(
-    memory: Memory, path: str | Path, progress: Callable[[int], None] | None = None
+    memory: Memory,
+    path: str | Path,
+    progress: Callable[[int], None] | None = None,
+    system: str = "skip",
 ) -> ImportReport:
-    """Store every line of ``path``; see the module docstring for guarantees."""
-    check_jsonl(memory, path)
+    """Store every line of ``path``, a conversation's ``system`` messages skipped or kept;
+    see the module docstring for guarantees."""
+    check_jsonl(memory, path, system)
     ids, renamed = _plan_ids(memory, path)
+    reading = _Reading(system)
     read = stored = 0
     feedback: list[dict[str, Any]] = []
-    with _open(path) as handle:
+    with _open(path) as handle, AllOrNothing(memory.store, memory.profile) as whole:
         batch: list[dict[str, Any]] = []
-        for _, item in _lines(handle):
+        for _, item in _lines(handle, reading):
             if "feedback" in item:
                 feedback.append(item)
                 continue
             batch.append(_renamed(item, ids))
             if len(batch) == IMPORT_BATCH:
-                stored += _store(memory, batch)
+                stored += _store(whole, memory, batch, progress)
                 read += len(batch)
-                if progress:
-                    progress(len(batch))
                 batch = []
         if batch:
-            stored += _store(memory, batch)
+            stored += _store(whole, memory, batch, progress)
             read += len(batch)
-            if progress:
-                progress(len(batch))
     recorded = _store_feedback(memory, feedback, ids)
     return ImportReport(
         read=read,
@@ -194,6 +214,7 @@ def import_jsonl(
         feedback=recorded,
         renamed=renamed,
         feedback_skipped=len(feedback) - recorded,
+        system_skipped=reading.system_skipped,
     )
 
 
@@ -207,7 +228,7 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
     keys = memory.settings.scope_keys
     links: list[tuple[int, str]] = []
     with _open(path) as handle:
-        for number, item in _lines(handle):
+        for number, item in _lines(handle, _Reading()):
             if "feedback" in item:
                 continue
             if item.get("id") is not None:
@@ -257,9 +278,17 @@ def _fresh(taken: set[str]) -> str:
     return new
 
 
-def _store(memory: Memory, batch: list[dict[str, Any]]) -> int:
-    """Store one batch; how many of its memories were new."""
-    return sum(done.created for done in memory.store_many(batch))
+def _store(
+    whole: AllOrNothing,
+    memory: Memory,
+    batch: list[dict[str, Any]],
+    progress: Callable[[int], None] | None,
+) -> int:
+    """Store one batch as part of the ``whole`` import; how many of its memories were new."""
+    done = whole.add(memory.store_many(batch))
+    if progress:
+        progress(len(batch))
+    return sum(d.created for d in done)
 
 
 def _renamed(item: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:

@@ -15,6 +15,9 @@ ASSISTANT = "assistant"
 USER_ROLES = frozenset({"user", "human", "me"})
 #: Speakers and sources whose words are the agent's, not the user's.
 ASSISTANT_ROLES = frozenset({"assistant", "ai", "bot", "agent", "model", "system"})
+#: Sources of the application's instructions to the model (a chat's system prompt): every
+#: sentence such a memory says is a standing instruction.
+SYSTEM_ROLES = frozenset({"system", "developer"})
 
 _LABEL = re.compile(r"^\s*([A-Za-z][\w .'-]{0,38}):\s+")
 _ABOUT_ASSISTANT = re.compile(

@@ -9,16 +9,21 @@ and the earlier memories it probably changes, then the derived fields
 (:func:`slm.ingest.with_derived`: terms, entities, dates, session). :func:`rederive` is
 the same stage over memories already stored (``reindex``): their stored vectors are kept,
 only a text longer than the model's window is embedded again, and neighbours are looked
-for among earlier memories only, as they were when each was stored.
+for among earlier memories only, as they were when each was stored. :class:`AllOrNothing`
+makes several writes one for their caller: a conversation or an import too large for one
+transaction (its vectors are held in memory until it commits) is written in chunks, and a
+chunk that fails takes the ones before it away.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import TracebackType
 
 import numpy as np
 
 from slm.embed import Embedder, Matrix, embed_passages, reads_passages
+from slm.errors import SlmError, StoreError
 from slm.ingest import (
     SEMANTIC_LINK_FLOOR,
     SEMANTIC_LINKS,
@@ -76,6 +81,39 @@ def write(
             Remembered(records[id_], created, tuple(i for i in found if i not in said), said)
         )
     return out
+
+
+class AllOrNothing:
+    """Writes that succeed or fail together: each write's answer goes through :meth:`add`,
+    which keeps the ids of the memories it created; if the block fails, those memories are
+    forgotten (one transaction, which also gives back the validity of memories they
+    replaced) before the error goes on. Other readers may see the first writes meanwhile,
+    and a process killed half-way keeps them: the write is resumable, as storing the same
+    items again stores only what is missing."""
+
+    def __init__(self, store: Store, profile: str) -> None:
+        self.store, self.profile = store, profile
+        self.created: list[str] = []
+
+    def add(self, done: list[Remembered]) -> list[Remembered]:
+        self.created.extend(d.id for d in done if d.created)
+        return done
+
+    def __enter__(self) -> AllOrNothing:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc is None or not self.created:
+            return
+        try:
+            self.store.delete(self.profile, self.created)
+        except SlmError as undo:
+            raise StoreError(
+                f"{exc}; the {len(self.created)} memories written before it are still stored "
+                f"(taking them away failed: {undo}); storing the same again completes it"
+            ) from exc
 
 
 def _check_supersedes(

@@ -14,7 +14,10 @@ Each comes with its *scope*, the text a later request is compared with to decide
 the statement applies: the condition of an instruction ("when I ask about libraries" ->
 "libraries"), the words around a preference's marker in a long sentence, else the
 sentence. Statements by the assistant side of a conversation (advice such as "always
-validate input") are not the user's standing instructions and are left out.
+validate input") are not the user's standing instructions and are left out. A memory whose
+source is ``system`` or ``developer`` (a chat's system prompt, kept) is instructions
+throughout: each of its sentences is one, however it is phrased ("You are a travel
+assistant.", "Answer in French.").
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from slm.embed import Embedder
-from slm.ingest.roles import ASSISTANT, label, role_of
+from slm.ingest.roles import ASSISTANT, SYSTEM_ROLES, label, role_of
 
 #: At most this many statements are kept per memory (the first ones).
 MAX_STATEMENTS = 8
@@ -109,14 +112,15 @@ def _preference_scope(sentence: str, start: int) -> str:
 
 def standing_statements(content: str, source: str | None = None) -> list[Statement]:
     """The standing instructions and preferences ``content`` states, in text order."""
-    if role_of(content, source) == ASSISTANT:
+    system = source in SYSTEM_ROLES
+    if role_of(content, source) == ASSISTANT and not system:
         return []
     _, body = label(content)
     found: list[Statement] = []
     for sentence in sentences(body):
         if len(sentence.split()) < 3:
             continue
-        if _is_instruction(sentence):
+        if system or _is_instruction(sentence):
             condition = _CONDITION.search(sentence)
             scope = ""
             if condition is not None:

@@ -15,8 +15,17 @@ The messages of one conversation are one thread (each message's turn before is t
 before it, whoever said it): under its ``session`` when one is given, else under an id made
 from its messages (``metadata["conversation"]``, the same each time the same conversation is
 stored), so that what answers a question is read with the question it answers.
-A message without text (only an image or a tool call) is skipped. A malformed conversation
-is refused whole, naming the message and the field.
+A message without text (only an image or a tool call) is skipped.
+
+A system message (role ``system`` or ``developer``) is the application's instructions to the
+model, not something said in the conversation: by default it is left out and counted; with
+``system="keep"`` it is stored under its role as source, which the standing reading takes as
+instructions sentence by sentence (:mod:`slm.ingest.standing`).
+
+Roles are those the OpenAI and Anthropic message formats define (:data:`ROLES`); a
+``name`` is printable text of at most :data:`MAX_NAME_CHARS` characters, since it becomes
+the speaker label of the stored text and its source. A malformed conversation is refused
+whole, naming the message and the field.
 """
 
 from __future__ import annotations
@@ -24,16 +33,23 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
+from slm.ingest.roles import SYSTEM_ROLES
 from slm.inputs.memories import MemoryInput, check_item
 
 #: The most messages one conversation may hold.
 MAX_MESSAGES = 100_000
+#: The roles of the OpenAI and Anthropic chat formats, the only ones a message may have.
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+#: What to do with system messages: leave them out (counted), or keep them as instructions.
+SYSTEM_CHOICES = ("skip", "keep")
+#: The longest speaker name (OpenAI's own limit for ``name``).
+MAX_NAME_CHARS = 64
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "time", "timestamp", "created_at"})
 _CONVERSATION_FIELDS = frozenset({"messages", "session", "time"})
 
@@ -49,9 +65,30 @@ def is_conversation(value: object) -> bool:
     )
 
 
-def memories(conversation: object, *, session: str | None = None) -> list[MemoryInput]:
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """What a conversation becomes: its memories, in order, and how many system messages
+    with text were left out."""
+
+    items: list[MemoryInput]
+    system_skipped: int = 0
+
+
+def memories(
+    conversation: object, *, session: str | None = None, system: str = "skip"
+) -> list[MemoryInput]:
+    """The memories of ``conversation`` (:func:`read`)."""
+    return read(conversation, session=session, system=system).items
+
+
+def read(conversation: object, *, session: str | None = None, system: str = "skip") -> Transcript:
     """The memories of ``conversation`` (a list of messages or ``{"messages": ...}``), in
-    order; :class:`InvalidInput` naming the message and field of the first problem."""
+    order, with ``system`` messages skipped or kept; :class:`InvalidInput` naming the
+    message and field of the first problem."""
+    if system not in SYSTEM_CHOICES:
+        raise InvalidInput(
+            f"system must be {' or '.join(SYSTEM_CHOICES)}, not {_show(system)}", field="system"
+        )
     start: datetime | None = None
     if isinstance(conversation, Mapping):
         unknown = sorted(set(map(str, conversation)) - _CONVERSATION_FIELDS)
@@ -71,21 +108,25 @@ def memories(conversation: object, *, session: str | None = None) -> list[Memory
     if len(conversation) > MAX_MESSAGES:
         raise InvalidInput(f"more than {MAX_MESSAGES} messages in one conversation",
                            field="messages")  # fmt: skip
-    out = []
+    out, skipped = [], 0
     for index, message in enumerate(conversation):
         try:
-            item = _memory(message, index, session, start)
+            role, item = _memory(message, index, session, start)
+            if item is not None and role in SYSTEM_ROLES and system == "skip":
+                skipped, item = skipped + 1, None
+            if item is not None:
+                check_item(index, item, datetime.now(UTC), numbered=False)  # the limits
         except InvalidInput as exc:
             field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
             raise InvalidInput(f"{field}: {exc}", field=field) from None
         if item is not None:
             out.append(item)
-    if not out:
+    if not out and not skipped:
         raise InvalidInput("no message of the conversation has text", field="messages")
-    if session is None:
+    if session is None and out:
         thread = thread_id(out)
         out = [replace(m, metadata={**_fields(m), "conversation": thread}) for m in out]
-    return out
+    return Transcript(out, skipped)
 
 
 def _fields(item: MemoryInput) -> dict[str, Any]:
@@ -102,7 +143,8 @@ def thread_id(items: Sequence[MemoryInput]) -> str:
 
 def _memory(
     message: object, index: int, session: str | None, start: datetime | None
-) -> MemoryInput | None:
+) -> tuple[str, MemoryInput | None]:
+    """The message's role and its memory (None: it has no text)."""
     if not isinstance(message, Mapping):
         raise InvalidInput("a message is an object with role and content")
     unknown = sorted(set(map(str, message)) - _MESSAGE_FIELDS)
@@ -110,21 +152,46 @@ def _memory(
         raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
     if "role" not in message:
         raise InvalidInput("role is missing", field="role")
-    role = _text(message["role"], "role")
-    name = _text(message["name"], "name") if message.get("name") is not None else None
+    role = message["role"]
+    if role not in ROLES:
+        raise InvalidInput(f"role must be one of {', '.join(ROLES)}, not {_show(role)}",
+                           field="role")  # fmt: skip
+    name = _name(message["name"]) if message.get("name") is not None else None
+    if name is not None and name.casefold() in SYSTEM_ROLES and role not in SYSTEM_ROLES:
+        raise InvalidInput(f"name {name!r} is reserved for {name.casefold()} messages",
+                           field="name")  # fmt: skip
     text = _content(message.get("content"))
-    if not text.strip():
-        return None
-    speaker = name or role
     when = _moment(message) or start
+    if not text.strip():
+        return role, None
     metadata: dict[str, Any] = {"role": role, "message": index}
     if session is not None:
         metadata["session"] = session
-    item = MemoryInput(
+    # A system message speaks as its role, so that its source says what it is.
+    speaker = role if role in SYSTEM_ROLES else name or role
+    if name is not None and speaker != name:
+        metadata["name"] = name
+    return role, MemoryInput(
         f"{speaker}: {text.strip()}", event_time=when, source=speaker, metadata=metadata
     )
-    check_item(index, item, datetime.now(UTC), numbered=False)  # the limits, named here
-    return item
+
+
+def _name(value: object) -> str:
+    """A speaker's name: printable (no control, format or bidirectional override
+    characters, no lone surrogates), at most :data:`MAX_NAME_CHARS` characters."""
+    name = _text(value, "name")
+    if len(name) > MAX_NAME_CHARS:
+        raise InvalidInput(f"name is {len(name)} characters; the limit is {MAX_NAME_CHARS}",
+                           field="name")  # fmt: skip
+    if not name.isprintable():
+        raise InvalidInput(f"name must be printable text, not {_show(name)}", field="name")
+    return name
+
+
+def _show(value: object) -> str:
+    """``value`` for a message: escaped by repr, so printable, and short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _content(value: object) -> str:

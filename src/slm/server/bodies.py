@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from pydantic.config import JsonDict
 
 from slm import validate
+from slm.inputs.conversations import MAX_MESSAGES, MAX_NAME_CHARS, ROLES, SYSTEM_CHOICES
 
 # -- request and response shapes -----------------------------------------------------------
 
@@ -79,9 +80,13 @@ RememberBody = Annotated[
 class MessageIn(_Body):
     """One chat message, as the OpenAI and Anthropic chat APIs write them."""
 
-    role: str = Field(description="user, assistant, system, ...")
+    role: str = Field(description=", ".join(ROLES), json_schema_extra={"enum": list(ROLES)})
     content: str | list[Any] = Field(description="The text, or a list of parts (text parts kept).")
-    name: str | None = Field(default=None, description="The speaker's name, if not the role.")
+    name: str | None = Field(
+        default=None,
+        description=f"The speaker's name, if not the role: printable text, at most "
+        f"{MAX_NAME_CHARS} characters.",
+    )
     time: str | float | None = Field(
         default=None, description="When it was said: ISO 8601 or Unix seconds."
     )
@@ -90,9 +95,15 @@ class MessageIn(_Body):
 class ConversationIn(_Body):
     """A conversation to store as it is: one memory per message."""
 
-    messages: list[MessageIn] = Field(min_length=1, max_length=100_000)
+    messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     session: str | None = Field(default=None, description="A name for this conversation.")
     time: str | None = Field(default=None, description="When it started (ISO 8601).")
+    system: str = Field(
+        default="skip",
+        description="System messages: skip (left out, counted in system_skipped) or keep "
+        "(stored as standing instructions).",
+        json_schema_extra={"enum": list(SYSTEM_CHOICES)},
+    )
 
 
 class RecallIn(_Body):

@@ -19,6 +19,7 @@ from typing import Annotated, Any, cast
 from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import ConfigError, NotFound, SlmError, install_hint, outcome
+from slm.inputs.conversations import MAX_MESSAGES, SYSTEM_CHOICES
 from slm.models import RecallRequest
 from slm.profiles import profiles as listed
 from slm.profiles import require
@@ -55,7 +56,8 @@ memory in `supersedes`; `updates` lists memories this one probably replaces."""
 
 CONVERSATION = """Store a whole conversation as it is: a list of chat messages (role, content,
 optional name and time, as chat APIs write them), one memory per message with its speaker,
-role and time. Use it to keep a transcript; use remember for a single durable fact."""
+role and time. System messages are left out (counted in system_skipped) unless `system` is
+"keep". Use it to keep a transcript; use remember for a single durable fact."""
 
 UPDATE = """Replace a stored memory that is no longer true ("Priya moved to Porto" replacing "Priya
 lives in Lisbon"): the new text is stored as a new memory, the old one stays readable but
@@ -177,15 +179,20 @@ def build_server(memory: Memory) -> MCPServer:
     def remember_conversation(
         messages: Annotated[
             list[dict[str, Any]],
-            Field(description="The messages, oldest first.", min_length=1, max_length=100_000),
+            Field(description="The messages, oldest first.", min_length=1, max_length=MAX_MESSAGES),
         ],
         session: Annotated[str | None, Field(description="A name for this conversation.")] = None,
+        system: Annotated[
+            str,
+            Field(
+                description="System messages: skip (the default) or keep as instructions.",
+                json_schema_extra={"enum": list(SYSTEM_CHOICES)},
+            ),
+        ] = "skip",
     ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            done = memory.remember_conversation(messages, session=session)
-            return {"memories": [d.to_dict() for d in done]}
-
-        return _call(run)
+        return _call(
+            lambda: memory.remember_conversation(messages, session=session, system=system).to_dict()
+        )
 
     def update(
         id: Annotated[str, Field(description="The id of the memory that is no longer true.")],

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import re
 import socket
 import threading
 import time
@@ -165,11 +166,12 @@ def _add_routes(app: FastAPI) -> None:
     @app.post("/v1/conversations", status_code=201, responses={**ok(None, 201), 200: {}})
     def remember_conversation(body: ConversationIn, memory: Mem) -> JSONResponse:
         """Store a chat conversation as it is (OpenAI or Anthropic message shape): one memory
-        per message, with its speaker, role, session and time; checked whole first."""
-        done = memory.remember_conversation(body.model_dump(exclude_none=True))
+        per message, with its speaker, role, session and time; all or nothing. System
+        messages are skipped and counted (``system_skipped``) unless ``system`` is ``keep``."""
+        given = body.model_dump(exclude_none=True, exclude={"system"})
+        done = memory.remember_conversation(given, system=body.system)
         return JSONResponse(
-            {"memories": [d.to_dict() for d in done]},
-            status_code=201 if any(d.created for d in done) else 200,
+            done.to_dict(), status_code=201 if any(d.created for d in done) else 200
         )
 
     @app.post("/v1/recall", responses=ok(RecallOut))
@@ -305,11 +307,16 @@ _PATH_FIELDS = {"memory_id": "id", "newer_id": "newer"}
 
 def library_field(exc: InvalidInput) -> str | None:
     """The request field a library error is about: the argument it names, under
-    ``memories[i]`` when it is about one item of a batch."""
+    ``memories[i]`` when it is about one item of a batch (unless it names its item
+    itself, as a conversation's ``messages[i].name`` does)."""
     field = _FIELD_ALIASES.get(exc.field, exc.field) if exc.field else None
-    if exc.index is None:
+    if exc.index is None or (field is not None and _PLACED.match(field)):
         return field
     return f"memories[{exc.index}]" + (f".{field}" if field else "")
+
+
+#: A field that says which item of a list it is about.
+_PLACED = re.compile(r"\w+\[\d+\]")
 
 
 def _loc_field(loc: tuple[Any, ...]) -> str:
