@@ -64,6 +64,7 @@ IGNORED_SETTINGS = {
     "trust_prior": "changes trust_score, not which memories return",
     "legacy_aliases": "changes field names only",
     "update_policy": "acts when memories are written",
+    "scope_keys": "acts when memories are written (their identity and links)",
     "rerank": "counted as the ranker's id",
     "rerank_model": "counted as the ranker's id",
     "learning": "a profile's own ranker is checked on each recall",

@@ -118,7 +118,7 @@ def read(conversation: object, *, session: str | None = None, system: str = "ski
                 check_item(index, item, datetime.now(UTC), numbered=False)  # the limits
         except InvalidInput as exc:
             field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
-            raise InvalidInput(f"{field}: {exc}", field=field) from None
+            raise InvalidInput(f"{field}: {exc}", field=field, index=index) from None
         if item is not None:
             out.append(item)
     if not out and not skipped:
@@ -153,6 +153,8 @@ def _memory(
     if "role" not in message:
         raise InvalidInput("role is missing", field="role")
     role = message["role"]
+    if isinstance(role, str):
+        validate.encodable(role, "role")
     if role not in ROLES:
         raise InvalidInput(f"role must be one of {', '.join(ROLES)}, not {_show(role)}",
                            field="role")  # fmt: skip
