@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -338,3 +339,25 @@ def test_an_error_line_shows_control_characters_escaped(run, tmp_path: Path) -> 
     assert refused.exit_code == 1 and controls(refused.output) == set(), refused.output
     assert "\\x1b]0;owned\\x07\\nerror: fake" in refused.output
     assert refused.output.count("\n") == 1
+
+
+def test_k_has_a_short_form_wherever_it_is_an_option(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "The boiler is serviced every October")
+    run("remember", "The boiler pressure should stay near 1.5 bar")
+    short = run("recall", "boiler", "-k", "1", "--json")
+    assert short.exit_code == 0, short.output
+    assert len(json.loads(short.stdout)["results"]) == 1
+    assert len(json.loads(run("trace", "boiler", "-k", "1", "--json").stdout)["results"]) == 1
+
+    def commands(group: click.Group) -> list[click.Command]:
+        found: list[click.Command] = []
+        for name in group.list_commands(click.Context(group)):
+            command = group.get_command(click.Context(group), name)
+            if isinstance(command, click.Group):
+                found += commands(command)
+            elif command is not None:
+                found.append(command)
+        return found
+
+    with_k = [p for c in commands(cli) for p in c.params if "--k" in getattr(p, "opts", [])]
+    assert len(with_k) >= 4 and all("-k" in p.opts for p in with_k)

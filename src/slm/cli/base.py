@@ -208,6 +208,12 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
     return chosen
 
 
+def k_option(func: F) -> F:
+    return click.option(
+        "-k", "--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000."
+    )(func)
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON on stdout.")(
         func

@@ -16,6 +16,7 @@ from slm.cli.base import (
     Context,
     SlmGroup,
     json_option,
+    k_option,
     where_filter,
     where_option,
 )
@@ -166,7 +167,7 @@ def update(
 
 @cli.command()
 @click.argument("query")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000.")
+@k_option
 @click.option("--trace", is_flag=True, help="Include the per-channel trace.")
 @click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
 @click.option("--source", help="Only memories from this source.")
@@ -398,7 +399,7 @@ def health(obj: Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("query")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000.")
+@k_option
 @click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
 @click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
 @json_option
