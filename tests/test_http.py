@@ -603,6 +603,35 @@ def test_patch_replaces_a_memory(client: httpx.Client) -> None:
     assert client.delete(undo).status_code == 404  # another profile
 
 
+def test_serve_says_the_address_it_listens_on(tmp_path: Path) -> None:
+    """As ``slm ui`` does: with ``--port 0`` the address printed is the only way to know it."""
+    import threading
+
+    command = slm(tmp_path / "said.db", "serve", "--port", "0")
+    process = subprocess.Popen(
+        command, env=server_env(tmp_path), stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    said: list[str] = []
+    assert process.stderr is not None
+    threading.Thread(target=lambda: said.extend(process.stderr or ()), daemon=True).start()
+    try:
+        for _ in range(600):
+            if any("http://" in line for line in said) or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        (line,) = [line for line in said if "http://" in line]
+        url = line.split(" at ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/") and ":0/" not in url
+        assert httpx.get(f"{url}v1/health", timeout=10.0).status_code == 200
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def test_a_busy_port_is_one_line_and_status_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
