@@ -15,10 +15,10 @@ from slm import validate
 from slm.cli.base import (
     Context,
     SlmGroup,
+    filter_options,
     json_option,
-    k_option,
+    recall_options,
     where_filter,
-    where_option,
 )
 from slm.cli.calibrate import calibrate_command
 from slm.cli.demo import demo
@@ -167,17 +167,13 @@ def update(
 
 @cli.command()
 @click.argument("query")
-@k_option
+@recall_options
 @click.option("--trace", is_flag=True, help="Include the per-channel trace.")
-@click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
-@click.option("--source", help="Only memories from this source.")
-@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@filter_options
 @click.option("--after", help="Only memories with event time at or after this ISO 8601 time.")
 @click.option("--before", help="Only memories with event time before this ISO 8601 time.")
-@click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
 @click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
-@where_option
 @json_option
 @click.pass_obj
 def recall(
@@ -241,9 +237,7 @@ def get(obj: Context, memory_id: str, as_json: bool) -> None:
 @cli.command(name="list")
 @click.option("--limit", type=int, default=20, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
-@click.option("--source", help="Only memories from this source.")
-@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
-@where_option
+@filter_options
 @json_option
 @click.pass_obj
 def list_(
@@ -399,9 +393,7 @@ def health(obj: Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("query")
-@k_option
-@click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
-@click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
+@recall_options
 @json_option
 @click.pass_obj
 def trace(
