@@ -361,3 +361,17 @@ def test_k_has_a_short_form_wherever_it_is_an_option(run) -> None:  # type: igno
 
     with_k = [p for c in commands(cli) for p in c.params if "--k" in getattr(p, "opts", [])]
     assert len(with_k) >= 4 and all("-k" in p.opts for p in with_k)
+
+
+def test_one_memory_is_counted_in_the_singular(run) -> None:  # type: ignore[no-untyped-def]
+    run("--profile", "home", "remember", "bins go out on tuesday")
+    run("--profile", "work", "remember", "standup at nine")
+    run("--profile", "work", "remember", "retro on fridays")
+    home, work = run("profiles").stdout.splitlines()
+    assert "       1 memory    last write" in home and "1 memories" not in home
+    assert "       2 memories  last write" in work
+    assert run("--profile", "home", "health").stdout.startswith("profile home: 1 memory\n")
+    refused = run("profiles", "delete", "home")
+    assert "forgets its 1 memory:" in refused.output
+    done = run("profiles", "delete", "home", "--yes").stdout
+    assert done == "deleted profile 'home': 1 memory forgotten\n"

@@ -431,6 +431,16 @@ def test_profiles_are_listed_with_counts_and_deleted_only_when_confirmed(
     assert "scratch" not in left and "work" in left
 
 
+def test_one_memory_is_counted_in_the_singular(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    httpx.post(f"{url}/v1/memories", params={"profile": "single"}, json={"content": "A lone note"})
+    with httpx.Client(base_url=url) as browser:
+        health = browser.get("/ui/health?profile=single").text
+        assert "1 memory." in health and "1 memories" not in health
+        form = browser.get("/ui/profiles/single/delete?profile=single").text
+        assert "Its 1 memory," in form and "1 memories" not in form
+
+
 def test_a_mistyped_profile_says_so_and_names_the_others(site: tuple[str, list[str]]) -> None:
     url, _ = site
     for path in ("/?q=Lisbon&profile=wrok", "/ui/memories?profile=wrok", "/ui/health?profile=wrok"):

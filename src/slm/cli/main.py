@@ -24,6 +24,7 @@ from slm.cli.calibrate import calibrate_command
 from slm.cli.demo import demo
 from slm.cli.output import (
     emit,
+    memories,
     remembered,
     show_details,
     show_memory,
@@ -272,7 +273,7 @@ def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
     with obj.memory(create=False) as memory:
         removed = memory.forget(ids)
     missing = [i for i in dict.fromkeys(ids) if i not in removed]
-    done = f"forgot {len(removed)} memor{'y' if len(removed) == 1 else 'ies'}"
+    done = f"forgot {memories(len(removed))}"
     if as_json:
         emit({"forgotten": removed, "not_found": missing})
         if missing:
@@ -368,7 +369,7 @@ def health(obj: Context, as_json: bool) -> None:
     if as_json:
         emit(report)
         return
-    click.echo(f"profile {report['profile']}: {report['memories']} memories")
+    click.echo(f"profile {report['profile']}: {memories(report['memories'])}")
     click.echo(f"store    {report['store']['kind']} {report['store']['location']}")
     click.echo(f"embedder {report['embedder']['name']} healthy={report['embedder']['healthy']}")
     for name, state in report["channels"].items():

@@ -49,6 +49,12 @@ def printable(text: str, lines: bool = False) -> str:
     return text.translate(_ESCAPES_BUT_LINES if lines else _ESCAPES)
 
 
+def memories(count: int, width: int = 0) -> str:
+    """``count`` memories in words, "1 memory" or "2 memories" (the number right-aligned in
+    ``width`` characters)."""
+    return f"{count:>{width}} {'memory' if count == 1 else 'memories'}"
+
+
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
