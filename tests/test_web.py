@@ -377,6 +377,39 @@ def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
         process.wait(timeout=10)
 
 
+def test_the_add_and_edit_forms_store_what_they_say(site: tuple[str, list[str]]) -> None:
+    """Over HTTP, as a browser without script posts them: the fields besides the text
+    (source, tags, time) reach the memory on add and on edit alike."""
+    url, _ = site
+    headers = {"X-SLM-Profile": "forms"}
+    httpx.post(f"{url}/v1/memories", headers=headers, json={"content": "A first note"})
+    with httpx.Client(base_url=url) as browser:  # keeps the page's session cookie
+        form = browser.get("/ui/add?profile=forms").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert csrf is not None
+        fields = {"csrf": csrf.group(1), "source": "ana", "tags": "home, move",
+                  "event_time": "2024-02-10T09:00:00Z"}  # fmt: skip
+        added = browser.post("/ui/add?profile=forms", data={**fields, "content": "Ana moved"})
+        assert added.status_code == 303
+        made = added.headers["location"].split("/ui/memories/")[1].split("?")[0]
+        edited = browser.post(
+            f"/ui/memories/{made}/edit?profile=forms",
+            data={**fields, "source": "bo", "content": "Ana moved to Lisbon"},
+        )
+        assert edited.status_code == 303
+    old = httpx.get(f"{url}/v1/memories/{made}", headers=headers).json()
+    assert (old["source"], old["tags"], old["event_time"]) == (
+        "ana", ["home", "move"], "2024-02-10T09:00:00Z"
+    )  # fmt: skip
+    assert old["superseded_by"] is not None
+    new = httpx.get(f"{url}/v1/memories/{old['superseded_by']}", headers=headers).json()
+    assert (new["content"], new["source"], new["tags"]) == (
+        "Ana moved to Lisbon",
+        "bo",
+        ["home", "move"],
+    )
+
+
 def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]) -> None:
     url, _ = site
     headers = {"X-SLM-Profile": "links"}

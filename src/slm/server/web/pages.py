@@ -294,13 +294,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         with page.memory() as memory:
             record = _record(memory, request.path_params["memory_id"], page.profile)
             try:
-                done = memory.update(
-                    record.id,
-                    fields.get("content", ""),
-                    source=fields.get("source") or None,
-                    tags=views.tags_of(fields.get("tags", "")),
-                    event_time=fields.get("event_time") or None,
-                )
+                done = memory.update(record.id, fields.get("content", ""), **_described(fields))
             except InvalidInput as exc:
                 return page.render(
                     "edit.html", memory, 400, title="Edit", record=record, fields=fields,
@@ -345,16 +339,8 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
     def add(request: Request, page: Page, fields: dict[str, str]) -> Response:
         with page.memory() as memory:
             try:
-                done = memory.store_many(
-                    [
-                        {
-                            "content": fields.get("content", ""),
-                            "source": fields.get("source") or None,
-                            "tags": views.tags_of(fields.get("tags", "")),
-                            "event_time": fields.get("event_time") or None,
-                        }
-                    ]
-                )[0]
+                item = {"content": fields.get("content", ""), **_described(fields)}
+                done = memory.store_many([item])[0]
             except InvalidInput as exc:
                 return page.render(
                     "edit.html", memory, 400, title="Add a memory", record=None, fields=fields,
@@ -475,6 +461,15 @@ def _record(memory: Memory, memory_id: str, profile: str) -> Any:
 
 def _missing(memory_id: str, profile: str) -> NotFound:
     return NotFound(f"no memory {memory_id[:40]!r} in profile {profile!r}")
+
+
+def _described(fields: dict[str, str]) -> dict[str, Any]:
+    """What the add and edit forms say of a memory besides its text."""
+    return {
+        "source": fields.get("source") or None,
+        "tags": views.tags_of(fields.get("tags", "")),
+        "event_time": fields.get("event_time") or None,
+    }
 
 
 def _number(text: str | None, default: int, name: str, lowest: int = 1) -> int:
