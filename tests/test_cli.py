@@ -136,6 +136,8 @@ BAD = [
     (["recall", "q", "--k", "0"], "k must be in 1..1000"),
     (["recall", "q", "--k", "1001"], "k must be in 1..1000"),
     (["recall", "q", "--channels", "psychic"], "unknown channel"),
+    (["recall", "q", "--min-relevance", "1.5"], "min_relevance must be in 0..1, got 1.5"),
+    (["recall", "q", "--min-relevance", "high"], "'high' is not a valid float"),
     (["--profile", "bad name!", "list"], "profile must match"),
     (["get", "0123456789abcdef"], "no memory with id"),
     (["get", "nope"], "memory id must be"),
@@ -375,3 +377,23 @@ def test_one_memory_is_counted_in_the_singular(run) -> None:  # type: ignore[no-
     assert "forgets its 1 memory:" in refused.output
     done = run("profiles", "delete", "home", "--yes").stdout
     assert done == "deleted profile 'home': 1 memory forgotten\n"
+
+
+def test_recall_leaves_out_what_is_below_a_minimum_relevance(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "The boiler is serviced every October")
+    run("remember", "The boiler pressure should stay near 1.5 bar")
+    every = json.loads(run("recall", "boiler service", "--json").stdout)
+    assert every["results"] and not every["abstained"]
+    low = run("recall", "boiler service", "--min-relevance", "0", "--json").stdout
+    assert [r["id"] for r in json.loads(low)["results"]] == [r["id"] for r in every["results"]]
+    top = max(r["relevance_score"] for r in every["results"])
+    assert top < 1
+    above = f"{(top + 1) / 2:.4f}"
+    none = json.loads(run("recall", "boiler service", "--min-relevance", above, "--json").stdout)
+    assert none["results"] == [] and none["abstained"] is True
+    assert none["abstention_reason"] == "evidence_floor"
+    said = run("recall", "boiler service", "--min-relevance", above)
+    assert said.exit_code == 0
+    assert f"with a relevance of at least {float(above):g}" in said.stdout
+    traced = run("recall", "boiler service", "--min-relevance", above, "--trace").stdout
+    assert f"at least {float(above):g}" in traced

@@ -744,3 +744,25 @@ def test_metadata_filters_on_recall_and_list(client: httpx.Client) -> None:
     assert {m["metadata"]["user_id"] for m in listed.json()["memories"]} == {"u0"}
     bad = client.get("/v1/memories", headers=headers, params={"metadata": "[1]"})
     assert bad.status_code == 400 and error_of(bad)["field"] == "metadata"
+
+
+def test_recall_leaves_out_what_is_below_a_minimum_relevance(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "floors"}
+    notes = ["The boiler is serviced every October", "The boiler pressure stays near 1.5 bar"]
+    client.post("/v1/memories", headers=headers, json={"memories": [{"content": n} for n in notes]})
+    ask = {"query": "boiler service"}
+    every = client.post("/v1/recall", headers=headers, json=ask).json()
+    assert every["results"]
+    low = client.post("/v1/recall", headers=headers, json={**ask, "min_relevance": 0}).json()
+    assert [r["id"] for r in low["results"]] == [r["id"] for r in every["results"]]
+    top = max(r["relevance_score"] for r in every["results"])
+    above = {**ask, "min_relevance": (top + 1) / 2}
+    none = client.post("/v1/recall", headers=headers, json=above).json()
+    assert none["results"] == [] and none["abstained"] is True
+    assert none["abstention_reason"] == "evidence_floor"
+    for bad, said in ((1.5, "min_relevance must be in 0..1"), ("high", "valid number")):
+        refused = client.post("/v1/recall", headers=headers, json={**ask, "min_relevance": bad})
+        assert refused.status_code == 400
+        error = error_of(refused)
+        assert error["type"] == "invalid_input" and error["field"] == "min_relevance"
+        assert said in error["message"]

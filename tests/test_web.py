@@ -410,6 +410,23 @@ def test_the_add_and_edit_forms_store_what_they_say(site: tuple[str, list[str]])
     )
 
 
+def test_a_search_with_a_minimum_relevance(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    every = httpx.post(f"{url}/v1/recall", json={"query": "Where did Maya move?"}).json()
+    top = max(r["relevance_score"] for r in every["results"])
+    page = httpx.get(f"{url}/", params={"q": "Where did Maya move?", "min_relevance": "0"})
+    assert page.status_code == 200
+    assert page.text.count('class="result"') == len(every["results"])
+    assert 'name="min_relevance" type="number" min="0" max="1" step="any" value="0"' in page.text
+    above = f"{(top + 1) / 2:.4f}"
+    none = httpx.get(f"{url}/", params={"q": "Where did Maya move?", "min_relevance": above})
+    assert none.status_code == 200 and 'class="result"' not in none.text
+    assert f"with a relevance of at least {float(above):g}, the minimum asked for" in none.text
+    for bad, said in (("2", "min_relevance must be in 0..1"), ("high", "must be a number")):
+        refused = httpx.get(f"{url}/", params={"q": "Maya", "min_relevance": bad})
+        assert refused.status_code == 400 and said in refused.text
+
+
 def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]) -> None:
     url, _ = site
     headers = {"X-SLM-Profile": "links"}

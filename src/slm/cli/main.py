@@ -175,6 +175,7 @@ def update(
 @click.option("--before", help="Only memories with event time before this ISO 8601 time.")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
 @click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
+@click.option("--min-relevance", type=float, help="Leave out results below this relevance, 0..1.")
 @json_option
 @click.pass_obj
 def recall(
@@ -191,6 +192,7 @@ def recall(
     include_superseded: bool,
     as_of: str | None,
     where: tuple[str, ...],
+    min_relevance: float | None,
     as_json: bool,
 ) -> None:
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
@@ -209,6 +211,7 @@ def recall(
             as_of=as_of,
             channels=channels.split(",") if channels is not None else None,
             metadata=where_filter(where),
+            min_relevance=min_relevance,
         )
         response = memory.recall_request(request)
         contents = _trace_contents(memory, response) if trace and not as_json else {}
@@ -217,7 +220,7 @@ def recall(
     elif trace:
         show_trace(response, contents)
     else:
-        show_response(response)
+        show_response(response, min_relevance)
 
 
 @cli.command()

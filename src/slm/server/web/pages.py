@@ -214,22 +214,21 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         page = Page(request)
         query = page.params.get("q", "").strip()
         k = _number(page.params.get("k"), 10, "k")
+        typed = page.params.get("min_relevance", "").strip()
+        minimum = _decimal(typed, "min_relevance")
+        shown: dict[str, Any] = {"q": query, "k": k, "min_relevance": typed, "response": None}
         with page.memory() as memory:
-            if not query:
-                return page.render("search.html", memory, title="Search", q="", k=k, response=None)
-            response = memory.recall(query, k=k, trace=True)
-            if not response.results:
-                require(memory)  # a mistyped profile says so, naming those that exist
-            return page.render(
-                "search.html",
-                memory,
-                title=f"{query} - search",
-                q=query,
-                k=k,
-                response=response,
-                results=views.results(response),
-                abstention=views.abstention(response),
-            )
+            if query:
+                response = memory.recall(query, k=k, trace=True, min_relevance=minimum)
+                if not response.results:
+                    require(memory)  # a mistyped profile says so, naming those that exist
+                shown.update(
+                    response=response,
+                    results=views.results(response),
+                    abstention=views.abstention(response, minimum),
+                )
+            title = f"{query} - search" if query else "Search"
+            return page.render("search.html", memory, title=title, **shown)
 
     @get("/ui/memories")
     def timeline(request: Request) -> Response:
@@ -482,6 +481,16 @@ def _number(text: str | None, default: int, name: str, lowest: int = 1) -> int:
     if value < lowest:
         raise InvalidInput(f"{name} must be at least {lowest}")
     return value
+
+
+def _decimal(text: str, name: str) -> float | None:
+    """A number typed in a form, None when left empty; its range is the library's to check."""
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a number, not {text[:40]!r}", field=name) from None
 
 
 def _see(location: str) -> RedirectResponse:
