@@ -122,6 +122,14 @@ def documented_tools() -> dict[str, list[str]]:
     return tools
 
 
+def test_the_readme_names_every_tool() -> None:
+    """The README's paragraph on ``slm mcp`` lists the tools the server offers (``TOOLS``,
+    checked against the running server above)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("`slm mcp` serves one profile") :].split("\n\n", 1)[0]
+    assert {name for name in TOOLS if f"`{name}`" in paragraph} == TOOLS
+
+
 def test_server_reports_its_version(tmp_path: Path) -> None:
     import slm
 
