@@ -6,6 +6,7 @@ import asyncio
 import threading
 from pathlib import Path
 
+import pytest
 from store_checks import problems
 
 from slm import AsyncMemory, Memory, Settings
@@ -30,6 +31,30 @@ def test_async_memory_runs_the_same_engine(tmp_path: Path) -> None:
             assert len(await memory.list(5)) == 5
             assert (await memory.health())["memories"] == 21
         assert memory.memory.store is not None
+
+    asyncio.run(main())
+
+
+def test_async_memory_takes_the_arguments_of_memory(tmp_path: Path) -> None:
+    """``AsyncMemory(path, profile=, settings=)`` opens a store as ``Memory`` does; it used to
+    take only an open ``Memory`` and failed at the first call on a path."""
+    fake = Settings(embedder="fake")
+
+    async def main() -> None:
+        path = tmp_path / "direct.db"
+        async with AsyncMemory(str(path), profile="work", settings=fake) as memory:
+            assert memory.profile == "work"
+            done = await memory.remember("Priya is allergic to cats")
+            assert (await memory.recall("Priya cats", k=1)).ids == [done.id]
+        async with AsyncMemory(path, profile="work", settings=fake) as again:
+            assert await again.count() == 1
+        with Memory(path, profile="work", settings=fake) as plain:
+            wrapped = AsyncMemory(plain)
+            assert wrapped.memory is plain and await wrapped.count() == 1
+            with pytest.raises(TypeError, match="takes no options"):
+                AsyncMemory(plain, profile="home")
+        async with await AsyncMemory.open(path, profile="work", settings=fake) as opened:
+            assert await opened.count() == 1
 
     asyncio.run(main())
 

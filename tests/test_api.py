@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -229,11 +230,19 @@ def test_a_recall_request_is_one_value_logged_and_replayed(tmp_path: Path) -> No
         memory.learning.flush()
         entry = memory.learning.logged_recall(by_value.query_id or "")
         kept = json.loads(entry.request)
-        assert set(kept) == set(LOGGED_OPTIONS) - {"metadata"}
+        assert set(kept) == set(LOGGED_OPTIONS) - {"metadata", "min_relevance"}
         assert RecallRequest.from_log(kept) == RecallRequest(
             "Priya cats", k=3, tags=["health"], now="2025-01-01T00:00:00Z"
         )
         with pytest.raises(TypeError):
             RecallRequest.from_log({**kept, "colour": "blue"})
+        # a minimum is kept when given; a log written before the option existed still loads
+        floored = memory.recall_request(replace(request, min_relevance=0.25))
+        memory.learning.flush()
+        logged = json.loads(memory.learning.logged_recall(floored.query_id or "").request)
+        assert logged["min_relevance"] == 0.25
+        assert RecallRequest.from_log(logged).min_relevance == 0.25
+        older = {key: value for key, value in logged.items() if key != "min_relevance"}
+        assert RecallRequest.from_log(older).min_relevance is None
         with pytest.raises(TypeError):
             memory.recall_with(None, request, k=5)

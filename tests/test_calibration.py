@@ -252,6 +252,10 @@ def test_a_matching_artefact_gives_the_calibrated_probability(
     assert "k=5" in other["trace"]["calibration"]["reason"]
     narrow = memory.recall("When is the boiler serviced?", k=5, channels=["bm25"]).to_dict()
     assert narrow["answer_confidence"] is None
+    # Nor one that leaves results out: the probability is about the top k as ranked.
+    floored = memory.recall("When is the boiler serviced?", k=5, min_relevance=0.0, trace=True)
+    assert floored.answer_confidence is None and floored.trace is not None
+    assert "min_relevance" in floored.trace["calibration"]["reason"]
     memory.use_calibration(None)
     assert memory.recall("boiler", k=5).to_dict()["calibration_status"] == "uncalibrated"
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -135,6 +136,8 @@ BAD = [
     (["recall", "q", "--k", "0"], "k must be in 1..1000"),
     (["recall", "q", "--k", "1001"], "k must be in 1..1000"),
     (["recall", "q", "--channels", "psychic"], "unknown channel"),
+    (["recall", "q", "--min-relevance", "1.5"], "min_relevance must be in 0..1, got 1.5"),
+    (["recall", "q", "--min-relevance", "high"], "'high' is not a valid float"),
     (["--profile", "bad name!", "list"], "profile must match"),
     (["get", "0123456789abcdef"], "no memory with id"),
     (["get", "nope"], "memory id must be"),
@@ -338,3 +341,59 @@ def test_an_error_line_shows_control_characters_escaped(run, tmp_path: Path) -> 
     assert refused.exit_code == 1 and controls(refused.output) == set(), refused.output
     assert "\\x1b]0;owned\\x07\\nerror: fake" in refused.output
     assert refused.output.count("\n") == 1
+
+
+def test_k_has_a_short_form_wherever_it_is_an_option(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "The boiler is serviced every October")
+    run("remember", "The boiler pressure should stay near 1.5 bar")
+    short = run("recall", "boiler", "-k", "1", "--json")
+    assert short.exit_code == 0, short.output
+    assert len(json.loads(short.stdout)["results"]) == 1
+    assert len(json.loads(run("trace", "boiler", "-k", "1", "--json").stdout)["results"]) == 1
+
+    def commands(group: click.Group) -> list[click.Command]:
+        found: list[click.Command] = []
+        for name in group.list_commands(click.Context(group)):
+            command = group.get_command(click.Context(group), name)
+            if isinstance(command, click.Group):
+                found += commands(command)
+            elif command is not None:
+                found.append(command)
+        return found
+
+    with_k = [p for c in commands(cli) for p in c.params if "--k" in getattr(p, "opts", [])]
+    assert len(with_k) >= 4 and all("-k" in p.opts for p in with_k)
+
+
+def test_one_memory_is_counted_in_the_singular(run) -> None:  # type: ignore[no-untyped-def]
+    run("--profile", "home", "remember", "bins go out on tuesday")
+    run("--profile", "work", "remember", "standup at nine")
+    run("--profile", "work", "remember", "retro on fridays")
+    home, work = run("profiles").stdout.splitlines()
+    assert "       1 memory    last write" in home and "1 memories" not in home
+    assert "       2 memories  last write" in work
+    assert run("--profile", "home", "health").stdout.startswith("profile home: 1 memory\n")
+    refused = run("profiles", "delete", "home")
+    assert "forgets its 1 memory:" in refused.output
+    done = run("profiles", "delete", "home", "--yes").stdout
+    assert done == "deleted profile 'home': 1 memory forgotten\n"
+
+
+def test_recall_leaves_out_what_is_below_a_minimum_relevance(run) -> None:  # type: ignore[no-untyped-def]
+    run("remember", "The boiler is serviced every October")
+    run("remember", "The boiler pressure should stay near 1.5 bar")
+    every = json.loads(run("recall", "boiler service", "--json").stdout)
+    assert every["results"] and not every["abstained"]
+    low = run("recall", "boiler service", "--min-relevance", "0", "--json").stdout
+    assert [r["id"] for r in json.loads(low)["results"]] == [r["id"] for r in every["results"]]
+    top = max(r["relevance_score"] for r in every["results"])
+    assert top < 1
+    above = f"{(top + 1) / 2:.4f}"
+    none = json.loads(run("recall", "boiler service", "--min-relevance", above, "--json").stdout)
+    assert none["results"] == [] and none["abstained"] is True
+    assert none["abstention_reason"] == "evidence_floor"
+    said = run("recall", "boiler service", "--min-relevance", above)
+    assert said.exit_code == 0
+    assert f"with a relevance of at least {float(above):g}" in said.stdout
+    traced = run("recall", "boiler service", "--min-relevance", above, "--trace").stdout
+    assert f"at least {float(above):g}" in traced

@@ -122,6 +122,45 @@ def test_nonsense_query_abstains_on_evidence_floor(populated: Memory) -> None:
     assert response.results == ()
 
 
+def test_a_minimum_relevance_leaves_out_weaker_results_and_nothing_else(
+    populated: Memory,
+) -> None:
+    """``min_relevance`` lists what a recall without it ranks, in the same order and with the
+    same scores, less the results below it; ``k`` counts what is left. When nothing is
+    left the response abstains as below the evidence floor."""
+    for text in (
+        "Alice's sister lives in Porto and visits her every summer",
+        "Bob works from home on Fridays",
+        "Alice used to live in Berlin before the move",
+        "The octopus lab is near the harbour in Lisbon",
+    ):
+        populated.remember(text)
+    question = "Where does Alice live?"
+    every = populated.recall(question, k=50)
+    scores = {r.id: (r.relevance_score, r.ranking_score) for r in every.results}
+    relevances = sorted(scores[i][0] for i in every.ids)
+    floor = relevances[len(relevances) // 2]
+    kept = [r.id for r in every.results if r.relevance_score >= floor]
+    assert 0 < len(kept) < len(every.ids)
+    for k in (1, 2, 50):
+        chosen = populated.recall(question, k=k, min_relevance=floor)
+        assert chosen.ids == kept[:k] and not chosen.abstained
+        assert [r.rank_position for r in chosen.results] == list(range(1, len(chosen) + 1))
+        assert {r.id: (r.relevance_score, r.ranking_score) for r in chosen.results} == {
+            i: scores[i] for i in kept[:k]
+        }
+    assert populated.recall(question, k=50, min_relevance=0).ids == every.ids
+    assert relevances[-1] < 1.0
+    nothing = populated.recall(question, min_relevance=(relevances[-1] + 1.0) / 2).to_dict()
+    assert nothing["results"] == [] and nothing["abstained"] is True
+    assert nothing["abstention_reason"] == "evidence_floor"
+    traced = populated.recall(question, min_relevance=floor, trace=True).trace or {}
+    assert traced["min_relevance"] == {
+        "min_relevance": floor,
+        "left_out": len(every.ids) - len(kept),
+    }
+
+
 def test_relevance_carries_information_across_queries(populated: Memory) -> None:
     """An answering memory scores clearly higher than the best hit of an unrelated query."""
     good = populated.recall("Which city did Alice move to?", channels=["semantic"]).results[0]

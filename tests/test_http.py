@@ -603,6 +603,35 @@ def test_patch_replaces_a_memory(client: httpx.Client) -> None:
     assert client.delete(undo).status_code == 404  # another profile
 
 
+def test_serve_says_the_address_it_listens_on(tmp_path: Path) -> None:
+    """As ``slm ui`` does: with ``--port 0`` the address printed is the only way to know it."""
+    import threading
+
+    command = slm(tmp_path / "said.db", "serve", "--port", "0")
+    process = subprocess.Popen(
+        command, env=server_env(tmp_path), stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    said: list[str] = []
+    assert process.stderr is not None
+    threading.Thread(target=lambda: said.extend(process.stderr or ()), daemon=True).start()
+    try:
+        for _ in range(600):
+            if any("http://" in line for line in said) or process.poll() is not None:
+                break
+            time.sleep(0.1)
+        (line,) = [line for line in said if "http://" in line]
+        url = line.split(" at ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/") and ":0/" not in url
+        assert httpx.get(f"{url}v1/health", timeout=10.0).status_code == 200
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def test_a_busy_port_is_one_line_and_status_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -715,3 +744,25 @@ def test_metadata_filters_on_recall_and_list(client: httpx.Client) -> None:
     assert {m["metadata"]["user_id"] for m in listed.json()["memories"]} == {"u0"}
     bad = client.get("/v1/memories", headers=headers, params={"metadata": "[1]"})
     assert bad.status_code == 400 and error_of(bad)["field"] == "metadata"
+
+
+def test_recall_leaves_out_what_is_below_a_minimum_relevance(client: httpx.Client) -> None:
+    headers = {"X-SLM-Profile": "floors"}
+    notes = ["The boiler is serviced every October", "The boiler pressure stays near 1.5 bar"]
+    client.post("/v1/memories", headers=headers, json={"memories": [{"content": n} for n in notes]})
+    ask = {"query": "boiler service"}
+    every = client.post("/v1/recall", headers=headers, json=ask).json()
+    assert every["results"]
+    low = client.post("/v1/recall", headers=headers, json={**ask, "min_relevance": 0}).json()
+    assert [r["id"] for r in low["results"]] == [r["id"] for r in every["results"]]
+    top = max(r["relevance_score"] for r in every["results"])
+    above = {**ask, "min_relevance": (top + 1) / 2}
+    none = client.post("/v1/recall", headers=headers, json=above).json()
+    assert none["results"] == [] and none["abstained"] is True
+    assert none["abstention_reason"] == "evidence_floor"
+    for bad, said in ((1.5, "min_relevance must be in 0..1"), ("high", "valid number")):
+        refused = client.post("/v1/recall", headers=headers, json={**ask, "min_relevance": bad})
+        assert refused.status_code == 400
+        error = error_of(refused)
+        assert error["type"] == "invalid_input" and error["field"] == "min_relevance"
+        assert said in error["message"]

@@ -122,6 +122,14 @@ def documented_tools() -> dict[str, list[str]]:
     return tools
 
 
+def test_the_readme_names_every_tool() -> None:
+    """The README's paragraph on ``slm mcp`` lists the tools the server offers (``TOOLS``,
+    checked against the running server above)."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("`slm mcp` serves one profile") :].split("\n\n", 1)[0]
+    assert {name for name in TOOLS if f"`{name}`" in paragraph} == TOOLS
+
+
 def test_server_reports_its_version(tmp_path: Path) -> None:
     import slm
 
@@ -432,5 +440,23 @@ def test_recall_through_mcp_filters_on_metadata(tmp_path: Path) -> None:
         )
         assert len(found["results"]) == 3
         assert {r["metadata"]["team"] for r in found["results"]} == {"t1"}
+
+    run_session(tmp_path, scenario)
+
+
+def test_recall_through_mcp_leaves_out_what_is_below_a_minimum_relevance(tmp_path: Path) -> None:
+    async def scenario(client: Client) -> None:
+        for content in ("The boiler is serviced every October", "The boiler pressure is 1.5 bar"):
+            await client.call_tool("remember", {"content": content})
+        ask = {"query": "boiler service"}
+        every = data(await client.call_tool("recall", ask))
+        top = max(r["relevance_score"] for r in every["results"])
+        none = data(await client.call_tool("recall", {**ask, "min_relevance": (top + 1) / 2}))
+        assert none["results"] == [] and none["abstained"] is True
+        assert none["abstention_reason"] == "evidence_floor"
+        low = data(await client.call_tool("recall", {**ask, "min_relevance": 0}))
+        assert [r["id"] for r in low["results"]] == [r["id"] for r in every["results"]]
+        refused = error_text(await client.call_tool("recall", {**ask, "min_relevance": 1.5}))
+        assert "invalid input: min_relevance must be in 0..1, got 1.5" in refused
 
     run_session(tmp_path, scenario)

@@ -65,6 +65,39 @@ def test_bad_line_stores_nothing(memory: Memory, tmp_path: Path, line: str, mess
     assert memory.count() == 0
 
 
+CHAT = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+
+
+@pytest.mark.parametrize(
+    ("document", "message"),
+    [
+        # a pretty-printed export with a trailing comma: the bracket after it is unexpected
+        (
+            json.dumps(CHAT, indent=2).replace('"hello"\n    }', '"hello"\n    },'),
+            "not valid JSON at line 11, column 3: Expecting value",
+        ),
+        (json.dumps([{"content": "a"}, {"content": "b"}], indent=1), "one JSON document, not"),
+        (
+            json.dumps({"messages": [{"role": "user", "content": 7}]}, indent=1),
+            "^the conversation: ",
+        ),
+        (json.dumps([CHAT, {"messages": [{"content": "x"}]}], indent=1), "^conversation 2: "),
+    ],
+)
+def test_a_json_document_is_refused_with_a_place_in_it(
+    memory: Memory, tmp_path: Path, document: str, message: str
+) -> None:
+    """A file that is one JSON document (a chat export) is not JSON Lines: a problem in it is
+    placed as in a document (the line and column of the JSON error, the conversation), never
+    as "line 1" of JSON Lines."""
+    path = tmp_path / "bad.json"
+    path.write_text(document, encoding="utf-8")
+    with pytest.raises(InvalidInput, match=message) as refused:
+        import_jsonl(memory, path)
+    assert not str(refused.value).startswith("line 1")
+    assert memory.count() == 0
+
+
 def test_missing_and_binary_files(memory: Memory, tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="cannot read"):
         import_jsonl(memory, tmp_path / "absent.jsonl")

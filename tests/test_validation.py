@@ -68,6 +68,22 @@ def test_k_out_of_range(memory: Memory, k: Any) -> None:
         memory.recall("something", k=k)
 
 
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-0.1, "must be in 0..1, got -0.1"),
+        (1.5, "must be in 0..1, got 1.5"),
+        (float("nan"), "must be in 0..1"),
+        ("0.5", "must be a number in 0..1, not str"),
+        (True, "must be a number in 0..1, not bool"),
+    ],
+)
+def test_min_relevance_out_of_range(memory: Memory, value: Any, message: str) -> None:
+    with pytest.raises(InvalidInput, match=f"^min_relevance {message}") as refused:
+        memory.recall("q", min_relevance=value)
+    assert refused.value.field == "min_relevance"
+
+
 @pytest.mark.parametrize("query", ["", "   ", "a\x00b", "q" * 5000, "\udfff"])
 def test_bad_queries(memory: Memory, query: str) -> None:
     with pytest.raises(InvalidInput, match="query"):

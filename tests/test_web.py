@@ -377,6 +377,56 @@ def test_slm_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
         process.wait(timeout=10)
 
 
+def test_the_add_and_edit_forms_store_what_they_say(site: tuple[str, list[str]]) -> None:
+    """Over HTTP, as a browser without script posts them: the fields besides the text
+    (source, tags, time) reach the memory on add and on edit alike."""
+    url, _ = site
+    headers = {"X-SLM-Profile": "forms"}
+    httpx.post(f"{url}/v1/memories", headers=headers, json={"content": "A first note"})
+    with httpx.Client(base_url=url) as browser:  # keeps the page's session cookie
+        form = browser.get("/ui/add?profile=forms").text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert csrf is not None
+        fields = {"csrf": csrf.group(1), "source": "ana", "tags": "home, move",
+                  "event_time": "2024-02-10T09:00:00Z"}  # fmt: skip
+        added = browser.post("/ui/add?profile=forms", data={**fields, "content": "Ana moved"})
+        assert added.status_code == 303
+        made = added.headers["location"].split("/ui/memories/")[1].split("?")[0]
+        edited = browser.post(
+            f"/ui/memories/{made}/edit?profile=forms",
+            data={**fields, "source": "bo", "content": "Ana moved to Lisbon"},
+        )
+        assert edited.status_code == 303
+    old = httpx.get(f"{url}/v1/memories/{made}", headers=headers).json()
+    assert (old["source"], old["tags"], old["event_time"]) == (
+        "ana", ["home", "move"], "2024-02-10T09:00:00Z"
+    )  # fmt: skip
+    assert old["superseded_by"] is not None
+    new = httpx.get(f"{url}/v1/memories/{old['superseded_by']}", headers=headers).json()
+    assert (new["content"], new["source"], new["tags"]) == (
+        "Ana moved to Lisbon",
+        "bo",
+        ["home", "move"],
+    )
+
+
+def test_a_search_with_a_minimum_relevance(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    every = httpx.post(f"{url}/v1/recall", json={"query": "Where did Maya move?"}).json()
+    top = max(r["relevance_score"] for r in every["results"])
+    page = httpx.get(f"{url}/", params={"q": "Where did Maya move?", "min_relevance": "0"})
+    assert page.status_code == 200
+    assert page.text.count('class="result"') == len(every["results"])
+    assert 'name="min_relevance" type="number" min="0" max="1" step="any" value="0"' in page.text
+    above = f"{(top + 1) / 2:.4f}"
+    none = httpx.get(f"{url}/", params={"q": "Where did Maya move?", "min_relevance": above})
+    assert none.status_code == 200 and 'class="result"' not in none.text
+    assert f"with a relevance of at least {float(above):g}, the minimum asked for" in none.text
+    for bad, said in (("2", "min_relevance must be in 0..1"), ("high", "must be a number")):
+        refused = httpx.get(f"{url}/", params={"q": "Maya", "min_relevance": bad})
+        assert refused.status_code == 400 and said in refused.text
+
+
 def test_a_wrong_replacement_is_undone_from_the_page(site: tuple[str, list[str]]) -> None:
     url, _ = site
     headers = {"X-SLM-Profile": "links"}
@@ -429,6 +479,16 @@ def test_profiles_are_listed_with_counts_and_deleted_only_when_confirmed(
         assert done.status_code == 303 and "done=deleted" in done.headers["location"]
     left = [p["name"] for p in httpx.get(f"{url}/v1/profiles").json()["profiles"]]
     assert "scratch" not in left and "work" in left
+
+
+def test_one_memory_is_counted_in_the_singular(site: tuple[str, list[str]]) -> None:
+    url, _ = site
+    httpx.post(f"{url}/v1/memories", params={"profile": "single"}, json={"content": "A lone note"})
+    with httpx.Client(base_url=url) as browser:
+        health = browser.get("/ui/health?profile=single").text
+        assert "1 memory." in health and "1 memories" not in health
+        form = browser.get("/ui/profiles/single/delete?profile=single").text
+        assert "Its 1 memory," in form and "1 memories" not in form
 
 
 def test_a_mistyped_profile_says_so_and_names_the_others(site: tuple[str, list[str]]) -> None:

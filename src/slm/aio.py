@@ -10,16 +10,24 @@ writes from several threads and tasks together).
     async with await AsyncMemory.open("notes.db") as memory:
         await memory.remember("Priya is allergic to cats")
         response = await memory.recall("Which pets should we avoid around Priya?")
+
+``AsyncMemory("notes.db")`` opens the store as ``Memory("notes.db")`` does, on the calling
+thread (loading the model takes a moment: inside a running event loop, ``open`` keeps it
+off the loop); ``AsyncMemory(memory)`` wraps a :class:`Memory` already open.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
+from slm.embed import Embedder
 from slm.engine import Memory
+from slm.settings import Settings
+from slm.store import Location
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -39,17 +47,33 @@ def _threaded(
 
 
 class AsyncMemory:
-    """A :class:`Memory` for asyncio: the same methods, awaited. ``memory`` is the
+    """A :class:`Memory` for asyncio: the same methods, awaited. It takes
+    :class:`Memory`'s arguments, or a :class:`Memory` already open. ``memory`` is the
     synchronous object underneath, usable from threads alongside."""
 
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
+    def __init__(
+        self,
+        path: Memory | str | Path | Location | None = None,
+        *,
+        dsn: str | None = None,
+        profile: str = "default",
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        if isinstance(path, Memory):
+            if (dsn, profile, settings, embedder) != (None, "default", None, None):
+                raise TypeError("AsyncMemory(memory) wraps an open Memory: it takes no options")
+            self.memory = path
+        else:
+            self.memory = Memory(
+                path, dsn=dsn, profile=profile, settings=settings, embedder=embedder
+            )
 
     @classmethod
     async def open(cls, *args: Any, **kwargs: Any) -> AsyncMemory:
-        """Open a store as :class:`Memory` does (loading the model takes a moment, so it
-        happens off the event loop)."""
-        return cls(await asyncio.to_thread(Memory, *args, **kwargs))
+        """``AsyncMemory(*args, **kwargs)``, opened off the event loop (loading the model
+        takes a moment)."""
+        return await asyncio.to_thread(cls, *args, **kwargs)
 
     @property
     def profile(self) -> str:

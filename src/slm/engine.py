@@ -386,6 +386,7 @@ class Memory:
         include_superseded: bool = False,
         as_of: datetime | str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
+        min_relevance: float | None = None,
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
@@ -394,7 +395,8 @@ class Memory:
         ``channels`` restricts which channels run for this call; ``now`` anchors relative
         time expressions in the query (default: ``as_of``, else the current time).
         Memories superseded by then are left out unless ``include_superseded``; ``as_of``
-        answers with the memories that held at that moment (docs/lifecycle.md). With the
+        answers with the memories that held at that moment (docs/lifecycle.md). Results whose
+        ``relevance_score`` is below ``min_relevance`` (0..1) are left out. With the
         reranker on (``Settings.rerank``), a learned model reorders the top
         (docs/learning.md). The response's ``query_id`` names this recall for
         :meth:`feedback`.
@@ -413,6 +415,7 @@ class Memory:
                 include_superseded,
                 as_of,
                 metadata,
+                min_relevance,
             )
         )
 
@@ -422,11 +425,12 @@ class Memory:
         response = self.recall_with(reranking, request)
         calibration = self.calibration  # read once: use_calibration may swap it meanwhile
         if calibration is not None:
+            every = set(enabled(self.settings))
+            whole = request.channels is None or set(channel_names(request.channels)) == every
             response = calibration.apply(
                 response,
                 ranker=reranking.model_id if reranking else None,
-                restricted=request.channels is not None
-                and set(channel_names(request.channels)) != set(enabled(self.settings)),
+                restricted=not whole or request.min_relevance is not None,
             )
         return self.learning.logged(response, request)
 
@@ -476,6 +480,7 @@ class Memory:
             filters=checked.filters,
             allowed=allowed,
             hide_superseded=checked.hide_superseded,
+            min_relevance=checked.min_relevance,
             want_trace=request.trace,
             reranking=reranking,
             reader=self.reader,

@@ -225,6 +225,8 @@ class RecallRequest:
     include_superseded: bool = False
     as_of: datetime | str | None = None
     metadata: Mapping[str, Any] | str | None = None
+    #: results whose ``relevance_score`` is below it are left out (None: none are)
+    min_relevance: float | None = None
 
     def __post_init__(self) -> None:
         # Iterables are read once, here: a generator is used up by the first reading.
@@ -234,12 +236,12 @@ class RecallRequest:
                 object.__setattr__(self, name, tuple(value))
 
     def to_log(self) -> dict[str, Any]:
-        """What the recall log keeps of it: every option but ``trace`` (``metadata`` only
-        when given), times as ISO 8601 text."""
+        """What the recall log keeps of it: every option but ``trace`` (``metadata`` and
+        ``min_relevance`` only when given), times as ISO 8601 text."""
         out: dict[str, Any] = {}
         for name in LOGGED_OPTIONS:
             value = getattr(self, name)
-            if name == "metadata" and not value:
+            if (name == "metadata" and not value) or (name == "min_relevance" and value is None):
                 continue
             if isinstance(value, datetime):
                 value = value.isoformat()
@@ -250,7 +252,8 @@ class RecallRequest:
 
     @classmethod
     def from_log(cls, data: Mapping[str, Any]) -> RecallRequest:
-        """A request the log kept (:meth:`to_log`); TypeError for a field it does not know."""
+        """A request the log kept (:meth:`to_log`), an option it lacks at its default (logs
+        written before the option existed); TypeError for a field it does not know."""
         return cls(**data)
 
 

@@ -181,15 +181,20 @@ def limit_offset(limit: object, offset: object) -> tuple[int, int]:
     return _integer(limit, "limit", 1, MAX_LIST_LIMIT), _integer(offset, "offset", 0, MAX_OFFSET)
 
 
-def confidence(value: object) -> float:
+def fraction(value: object, name: str) -> float:
+    """A finite number in 0..1 (``confidence``, ``min_relevance``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInput(
-            f"confidence must be a number in 0..1, not {type(value).__name__}", field="confidence"
+            f"{name} must be a number in 0..1, not {type(value).__name__}", field=name
         )
     number = float(value) if isinstance(value, float) or abs(value) <= 1 else math.inf
     if not math.isfinite(number) or not 0.0 <= number <= 1.0:
-        raise InvalidInput(f"confidence must be in 0..1, got {_show(value)}", field="confidence")
+        raise InvalidInput(f"{name} must be in 0..1, got {_show(value)}", field=name)
     return number
+
+
+def confidence(value: object) -> float:
+    return fraction(value, "confidence")
 
 
 def contains(value: object) -> str | None:

@@ -286,9 +286,9 @@ class Calibration:
     ) -> RecallResponse:
         """``response`` with this calibration's id and ``answer_confidence`` (and, below the
         selective-risk threshold, abstained), when the recall is one the calibration covers:
-        asked for the calibrated ``k``, with every channel allowed and the calibrated
-        ranker. Any other recall is returned unchanged (uncalibrated), and its trace says
-        why."""
+        asked for the calibrated ``k``, with every channel allowed, every result kept (no
+        ``min_relevance``) and the calibrated ranker. Any other recall is returned unchanged
+        (uncalibrated), and its trace says why."""
         signals = response.signals
         reason = None
         if signals is None:
@@ -296,7 +296,7 @@ class Calibration:
         elif signals.k != self.k:
             reason = f"k is {signals.k}; this calibration covers k={self.k} only"
         elif restricted:
-            reason = "the recall restricted its channels"
+            reason = "the recall restricted its channels or its results (min_relevance)"
         elif ranker != self.fingerprint.get("ranker"):
             reason = f"the recall was reranked by {ranker}, not by the calibrated ranker"
         probability = None

@@ -179,15 +179,23 @@ def readable(file: Path) -> Iterator[Path]:
         yield copy
 
 
-def where_option(func: F) -> F:
-    return click.option(
-        "--where",
-        "where",
-        multiple=True,
-        metavar="KEY=VALUE",
-        help="Only memories whose metadata KEY is VALUE (JSON, else text); repeat a key "
-        "to allow several values, repeat the option for several keys.",
-    )(func)
+def filter_options(func: F) -> F:
+    """The filters of the commands that recall or list: source, tags and metadata."""
+    return _stacked(
+        func,
+        click.option("--source", help="Only memories from this source."),
+        click.option(
+            "--tag", "tags", multiple=True, help="Only memories with this tag (repeatable)."
+        ),
+        click.option(
+            "--where",
+            "where",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Only memories whose metadata KEY is VALUE (JSON, else text); repeat a key "
+            "to allow several values, repeat the option for several keys.",
+        ),
+    )
 
 
 def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
@@ -206,6 +214,26 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
             value = text
         chosen.setdefault(key.strip(), []).append(value)
     return chosen
+
+
+def recall_options(func: F) -> F:
+    """The options of the commands that recall: how many results, which channels run, and
+    the moment relative times in the question are read against."""
+    return _stacked(
+        func,
+        click.option(
+            "-k", "--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000."
+        ),
+        click.option("--channels", help="Comma-separated channels to run (default: all healthy)."),
+        click.option("--now", help="Anchor for relative time in the query, ISO 8601."),
+    )
+
+
+def _stacked(func: F, *options: Callable[[F], F]) -> F:
+    """``func`` with ``options``, listed in its help in the order given."""
+    for option in reversed(options):
+        func = option(func)
+    return func
 
 
 def json_option(func: F) -> F:

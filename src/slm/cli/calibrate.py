@@ -39,7 +39,7 @@ def fit_options(func: F) -> F:
     """The options of every command that fits a calibration."""
     options = [
         click.option("--out", type=click.Path(dir_okay=False), help="Artefact to write."),
-        click.option("--k", type=int, default=10, show_default=True, help="Calibrated k."),
+        click.option("-k", "--k", type=int, default=10, show_default=True, help="Calibrated k."),
         click.option("--seed", type=int, default=0, show_default=True, help="Split seed."),
         click.option(
             "--heldout",

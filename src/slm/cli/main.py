@@ -15,14 +15,16 @@ from slm import validate
 from slm.cli.base import (
     Context,
     SlmGroup,
+    filter_options,
     json_option,
+    recall_options,
     where_filter,
-    where_option,
 )
 from slm.cli.calibrate import calibrate_command
 from slm.cli.demo import demo
 from slm.cli.output import (
     emit,
+    memories,
     remembered,
     show_details,
     show_memory,
@@ -166,17 +168,14 @@ def update(
 
 @cli.command()
 @click.argument("query")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000.")
+@recall_options
 @click.option("--trace", is_flag=True, help="Include the per-channel trace.")
-@click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
-@click.option("--source", help="Only memories from this source.")
-@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
+@filter_options
 @click.option("--after", help="Only memories with event time at or after this ISO 8601 time.")
 @click.option("--before", help="Only memories with event time before this ISO 8601 time.")
-@click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
 @click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
-@where_option
+@click.option("--min-relevance", type=float, help="Leave out results below this relevance, 0..1.")
 @json_option
 @click.pass_obj
 def recall(
@@ -193,6 +192,7 @@ def recall(
     include_superseded: bool,
     as_of: str | None,
     where: tuple[str, ...],
+    min_relevance: float | None,
     as_json: bool,
 ) -> None:
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
@@ -211,6 +211,7 @@ def recall(
             as_of=as_of,
             channels=channels.split(",") if channels is not None else None,
             metadata=where_filter(where),
+            min_relevance=min_relevance,
         )
         response = memory.recall_request(request)
         contents = _trace_contents(memory, response) if trace and not as_json else {}
@@ -219,7 +220,7 @@ def recall(
     elif trace:
         show_trace(response, contents)
     else:
-        show_response(response)
+        show_response(response, min_relevance)
 
 
 @cli.command()
@@ -240,9 +241,7 @@ def get(obj: Context, memory_id: str, as_json: bool) -> None:
 @cli.command(name="list")
 @click.option("--limit", type=int, default=20, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
-@click.option("--source", help="Only memories from this source.")
-@click.option("--tag", "tags", multiple=True, help="Only memories with this tag (repeatable).")
-@where_option
+@filter_options
 @json_option
 @click.pass_obj
 def list_(
@@ -277,7 +276,7 @@ def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
     with obj.memory(create=False) as memory:
         removed = memory.forget(ids)
     missing = [i for i in dict.fromkeys(ids) if i not in removed]
-    done = f"forgot {len(removed)} memor{'y' if len(removed) == 1 else 'ies'}"
+    done = f"forgot {memories(len(removed))}"
     if as_json:
         emit({"forgotten": removed, "not_found": missing})
         if missing:
@@ -373,7 +372,7 @@ def health(obj: Context, as_json: bool) -> None:
     if as_json:
         emit(report)
         return
-    click.echo(f"profile {report['profile']}: {report['memories']} memories")
+    click.echo(f"profile {report['profile']}: {memories(report['memories'])}")
     click.echo(f"store    {report['store']['kind']} {report['store']['location']}")
     click.echo(f"embedder {report['embedder']['name']} healthy={report['embedder']['healthy']}")
     for name, state in report["channels"].items():
@@ -398,9 +397,7 @@ def health(obj: Context, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("query")
-@click.option("--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000.")
-@click.option("--channels", help="Comma-separated channels to run (default: all healthy).")
-@click.option("--now", help="Anchor for relative time in the query, ISO 8601.")
+@recall_options
 @json_option
 @click.pass_obj
 def trace(

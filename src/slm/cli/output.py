@@ -49,6 +49,12 @@ def printable(text: str, lines: bool = False) -> str:
     return text.translate(_ESCAPES_BUT_LINES if lines else _ESCAPES)
 
 
+def memories(count: int, width: int = 0) -> str:
+    """``count`` memories in words, "1 memory" or "2 memories" (the number right-aligned in
+    ``width`` characters)."""
+    return f"{count:>{width}} {'memory' if count == 1 else 'memories'}"
+
+
 def emit(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
@@ -111,15 +117,27 @@ def remembered(done: Any) -> str:
     return line
 
 
-def show_response(response: RecallResponse) -> None:
-    """A recall's results: content, then relevance, ranking and where the memory is from."""
+def abstention(response: RecallResponse, minimum: float | None) -> str:
+    """Why a recall abstained, in words; with the caller's ``minimum`` relevance (None:
+    none was given) the floor it raised is named with it."""
+    if response.abstention_reason == EVIDENCE_FLOOR and minimum is not None:
+        return (
+            "Nothing stored answers this well enough (no memory passed the evidence floor "
+            f"with a relevance of at least {minimum:g}, the --min-relevance asked for)."
+        )
+    return ABSTAINED.get(response.abstention_reason or "", "Nothing found.")
+
+
+def show_response(response: RecallResponse, minimum: float | None = None) -> None:
+    """A recall's results: content, then relevance, ranking and where the memory is from
+    (``minimum``: the relevance the caller asked for at least)."""
     if response.answer_confidence is not None:
         click.echo(
             f"answer confidence {response.answer_confidence:.2f} (the calibrated chance that "
             f"these results hold the answer; {response.calibration_id})"
         )
     if response.abstained:
-        click.echo(ABSTAINED.get(response.abstention_reason or "", "Nothing found."))
+        click.echo(abstention(response, minimum))
         if not response.results:
             return
     reordered = False
@@ -177,7 +195,7 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
             click.echo(f"    #{hit['rank']:<3} {hit['score']:>10.4f}  {hit['id']}  {text}")
     click.echo()
     if response.abstained:
-        click.echo(ABSTAINED.get(response.abstention_reason or "", "Nothing found."))
+        click.echo(abstention(response, (trace.get("min_relevance") or {}).get("min_relevance")))
     for result, detail in zip(response.results, trace["results"], strict=True):
         ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
         click.echo(

@@ -8,7 +8,7 @@ import sys
 import click
 
 from slm.cli.base import Context, json_option
-from slm.cli.output import emit, printable
+from slm.cli.output import emit, memories, printable
 from slm.errors import InvalidInput
 
 
@@ -38,7 +38,7 @@ def profiles(ctx: click.Context, as_json: bool) -> None:
     width = max(len(shown) for shown in names.values())
     for p in found:
         written = p.last_write.strftime("%Y-%m-%d %H:%M UTC") if p.last_write else "-"
-        click.echo(f"{names[p.name]:<{width}}  {p.memories:>8} memories  last write {written}")
+        click.echo(f"{names[p.name]:<{width}}  {memories(p.memories, 8):<17}  last write {written}")
 
 
 @profiles.command()
@@ -57,15 +57,15 @@ def delete(obj: Context, name: str, yes: bool, as_json: bool) -> None:
         if not yes:
             if not sys.stdin.isatty():
                 raise InvalidInput(
-                    f"deleting profile {name!r} forgets its {held} memories: "
+                    f"deleting profile {name!r} forgets its {memories(held)}: "
                     "add --yes to confirm (nothing was deleted)"
                 )
             click.confirm(
-                f"Delete profile {name!r} and its {held} memories? This cannot be undone",
+                f"Delete profile {name!r} and its {memories(held)}? This cannot be undone",
                 abort=True,
             )
         forgotten = delete_profile(memory)
     if as_json:
         emit({"deleted": {"profile": name, "forgotten": forgotten}})
     else:
-        click.echo(f"deleted profile {name!r}: {forgotten} memories forgotten")
+        click.echo(f"deleted profile {name!r}: {memories(forgotten)} forgotten")

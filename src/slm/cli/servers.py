@@ -30,7 +30,11 @@ def mcp(obj: Context) -> None:
 @click.pass_obj
 def serve(obj: Context, host: str, port: int) -> None:
     """Serve the REST API and the web page at /; a non-loopback --host needs SLM_API_TOKEN."""
-    _serve(obj, host, port, None)
+
+    def ready(url: str) -> None:
+        click.echo(f"slm serves the REST API and the web page at {url} (Ctrl+C stops it)", err=True)
+
+    _serve(obj, host, port, ready)
 
 
 @click.command()
@@ -52,7 +56,7 @@ def ui(obj: Context, port: int, no_browser: bool) -> None:
     _serve(obj, "127.0.0.1", port, ready)
 
 
-def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None] | None) -> None:
+def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None]) -> None:
     from slm.server.rest import serve as serve_http
 
     settings = obj.settings()

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from slm.cli.base import Context, json_option, quiet_option, readable
-from slm.cli.output import emit, progress
+from slm.cli.output import emit, memories, progress
 from slm.inputs.conversations import SYSTEM_CHOICES
 
 
@@ -75,4 +75,4 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
     if as_json:
         emit({"exported": count, "file": str(file)})
     else:
-        click.echo(f"exported {count} memories to {file}")
+        click.echo(f"exported {memories(count)} to {file}")

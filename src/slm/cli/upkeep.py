@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from slm.cli.base import Context, json_option, quiet_option
-from slm.cli.output import emit, progress
+from slm.cli.output import emit, memories, progress
 
 
 @click.command()
@@ -27,7 +27,7 @@ def reindex(obj: Context, quiet: bool, as_json: bool) -> None:
     if as_json:
         emit({"reindexed": count})
     else:
-        click.echo(f"reindexed {count} memories")
+        click.echo(f"reindexed {memories(count)}")
 
 
 @click.command()
@@ -80,4 +80,4 @@ def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
     if as_json:
         emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
     else:
-        click.echo(f"backed up {report.memories} memories to {report.path}")
+        click.echo(f"backed up {memories(report.memories)} to {report.path}")

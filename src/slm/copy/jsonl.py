@@ -95,10 +95,10 @@ class _Reading:
     system_skipped: int = 0
 
 
-def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each line's item, a conversation line (``{"messages": [...]}`` or a list of messages)
-    expanded into its memories. A file that is one JSON document rather than lines (a
-    conversation, or a list of them, as a chat export writes it) is read whole."""
+def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each item, with where it is in the file for messages (``line 3``): a conversation line
+    (``{"messages": [...]}`` or a list of messages) expanded into its memories. A file whose
+    first line is not a JSON value by itself is one JSON document (:func:`_document`)."""
     first = True
     for number, line in enumerate(handle, start=1):
         if not line.strip():
@@ -106,51 +106,61 @@ def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[int, dict[str, 
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            whole = _whole(handle) if first else None
-            if whole is None:
-                raise InvalidInput(f"line {number}: not valid JSON ({exc.msg})") from None
-            for conversation in whole:
-                yield from _conversation(number, conversation, reading)
-            return
+            # A value cut short by the end of the line goes on below it: a document. Valid
+            # JSON never fails earlier than that, so an error within the line is the line's.
+            if first and exc.pos >= len(line.rstrip()) and handle.seekable():
+                yield from _document(handle, reading)
+                return
+            raise InvalidInput(
+                f"line {number}: not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
         first = False
         messages = isinstance(item, list) and item and all(isinstance(m, dict) for m in item)
         if is_conversation(item) or messages:
-            yield from _conversation(number, item, reading)
+            yield from _conversation(f"line {number}", item, reading)
             continue
         if not isinstance(item, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
-        yield number, item
+        yield f"line {number}", item
 
 
-def _whole(handle: IO[str]) -> list[Any] | None:
-    """The conversations of a file that is one JSON document, when its first line did not
-    parse alone (None when it is not one either)."""
-    if not handle.seekable():
-        return None
+def _document(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The memories of a file that is one JSON document: a conversation, or a list of them,
+    as a chat export writes it. Its problems are placed as in a document: the line and
+    column of bad JSON, the conversation of a bad message."""
     handle.seek(0)
     try:
         document = json.load(handle)
-    except json.JSONDecodeError:
-        return None
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(
+            f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg} (read as one "
+            "JSON document, not JSON Lines: its first line is not a JSON value by itself)"
+        ) from None
     if is_conversation(document):
-        return [document]
-    if isinstance(document, list) and document and all(map(is_conversation, document)):
-        return list(document)
-    return None
+        found = [("the conversation", document)]
+    elif isinstance(document, list) and document and all(map(is_conversation, document)):
+        found = [(f"conversation {i}", each) for i, each in enumerate(document, start=1)]
+    else:
+        raise InvalidInput(
+            "the file is one JSON document, not JSON Lines: a document is read as a "
+            "conversation or a list of conversations only; write one memory object per line"
+        )
+    for where, conversation in found:
+        yield from _conversation(where, conversation, reading)
 
 
 def _conversation(
-    number: int, conversation: object, reading: _Reading
-) -> Iterator[tuple[int, dict[str, Any]]]:
+    where: str, conversation: object, reading: _Reading
+) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
         transcript = read_conversation(conversation, system=reading.system)
     except InvalidInput as exc:
-        raise InvalidInput(f"line {number}: {exc}", field=exc.field, index=exc.index) from None
+        raise InvalidInput(f"{where}: {exc}", field=exc.field, index=exc.index) from None
     reading.system_skipped += transcript.system_skipped
     for item in transcript.items:
         fields = {"content": item.content, "event_time": item.event_time,
                   "source": item.source, "metadata": item.metadata}  # fmt: skip
-        yield number, {key: value for key, value in fields.items() if value is not None}
+        yield where, {key: value for key, value in fields.items() if value is not None}
 
 
 def _open(path: str | Path) -> IO[str]:
@@ -165,14 +175,14 @@ def check_jsonl(memory: Memory, path: str | Path, system: str = "skip") -> int:
     count = 0
     with _open(path) as handle:
         try:
-            for number, item in _lines(handle, _Reading(system)):
+            for where, item in _lines(handle, _Reading(system)):
                 try:
                     if "feedback" in item:
                         _feedback_event(item)
                         continue
                     memory.validate_item(item)
                 except InvalidInput as exc:
-                    raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
+                    raise InvalidInput(f"{where}: {exc}", field=exc.field) from None
                 count += 1
         except UnicodeDecodeError:
             raise InvalidInput(f"{path} is not UTF-8 text") from None
@@ -226,9 +236,9 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
     to store get a new id."""
     wanted: dict[str, str] = {}  # line id -> content hash
     keys = memory.settings.scope_keys
-    links: list[tuple[int, str]] = []
+    links: list[tuple[str, str]] = []
     with _open(path) as handle:
-        for number, item in _lines(handle, _Reading()):
+        for where, item in _lines(handle, _Reading()):
             if "feedback" in item:
                 continue
             if item.get("id") is not None:
@@ -236,7 +246,7 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
                 scope = scope_of(validate.metadata(item.get("metadata")), keys)
                 wanted.setdefault(str(item["id"]), content_hash(text, scope))
             if item.get("superseded_by") is not None:
-                links.append((number, str(item["superseded_by"])))
+                links.append((where, str(item["superseded_by"])))
     held = memory.store.existing(memory.profile, list(set(wanted.values())))
     taken = _taken(memory, list(wanted))
     plan: dict[str, str] = {}
@@ -251,10 +261,10 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
         plan[old] = by_hash[digest] = new
     outside = [(n, target) for n, target in links if target not in plan]
     known = {r.id for r in memory.store.get(memory.profile, [t for _, t in outside])}
-    for number, target in outside:
+    for where, target in outside:
         if target not in known:
             raise InvalidInput(
-                f"line {number}: superseded_by {target} names no memory of this file or of "
+                f"{where}: superseded_by {target} names no memory of this file or of "
                 f"profile {memory.profile!r} (nothing was imported)",
                 field="superseded_by",
             )

@@ -29,6 +29,8 @@ class Checked:
     now: datetime
     #: whether memories superseded by now are left out
     hide_superseded: bool
+    #: results below this relevance are left out (None: none are)
+    min_relevance: float | None = None
 
 
 def check(request: RecallRequest, settings: Settings) -> Checked:
@@ -51,6 +53,7 @@ def check(request: RecallRequest, settings: Settings) -> Checked:
     if request.channels is not None:
         settings = settings.with_channels(channel_names(request.channels))
     moment = validate.timestamp(request.now, "now") or valid_at or datetime.now(UTC)
+    minimum = request.min_relevance
     return Checked(
         text,
         k,
@@ -58,6 +61,7 @@ def check(request: RecallRequest, settings: Settings) -> Checked:
         settings,
         moment,
         not include_superseded and valid_at is None,
+        None if minimum is None else validate.fraction(minimum, "min_relevance"),
     )
 
 

@@ -52,13 +52,15 @@ def recall(
     want_trace: bool,
     reranking: Reranking | None = None,
     reader: Reader | None = None,
+    min_relevance: float | None = None,
 ) -> tuple[RecallResponse, list[ChannelRun]]:
     """One recall of validated arguments, and the run of each channel. ``embed`` starts
         embedding a text in another thread (onnxruntime releases the GIL), so that this one
         reads the query's postings and runs the standalone channels meanwhile. With
         ``hide_superseded``, memories superseded by the moment the question asks about are
         left out (``slm.recall.versions``); ``reranking`` reorders the top with a learned model
-    (``slm.learn``). The trace's ``timings_ms`` says where the time went, step by step."""
+    (``slm.learn``); results below ``min_relevance`` are left out. The trace's ``timings_ms``
+    says where the time went, step by step."""
     clock = Clock()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
@@ -88,6 +90,7 @@ def recall(
             clock=clock,
             reranking=reranking,
             reader=reader,
+            min_relevance=min_relevance,
         )
     return response, runs
 

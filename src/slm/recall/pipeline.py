@@ -1,7 +1,8 @@
 """Ranking a recall whose channels ran, as a list of stages (:data:`STAGES`) over one
 :class:`Ranking`: fuse, carry newer versions forward, weigh the evidence and apply the
-floor, boost, rerank, read, apply what feedback teaches, put current versions first; then
-the top ``k`` as the score-contract response. Each stage that explains itself returns its
+floor, boost, rerank, read, apply what feedback teaches, put current versions first, leave
+out what is below the caller's minimum relevance; then the top ``k`` as the score-contract
+response. Each stage that explains itself returns its
 part of the trace."""
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class Ranking:
     records: dict[int, MemoryRecord] = field(default_factory=dict)
     #: the reranker's window (its features), when it read one
     seen: Candidates | None = None
+    #: the caller's minimum relevance (None: no minimum)
+    min_relevance: float | None = None
 
     @property
     def query(self) -> Query:
@@ -219,6 +222,19 @@ def place_current(state: Ranking) -> None:
         del state.ranking[key]
 
 
+def at_least(state: Ranking) -> dict[str, Any] | None:
+    """The caller's minimum relevance: candidates whose ``relevance_score`` is below it leave
+    the ranking, the others keep their scores and order. Last, so that what it leaves out
+    still took part in every stage, as the memories hidden by versions do."""
+    minimum = state.min_relevance
+    if minimum is None:
+        return None
+    below = [key for key in state.ranking if state.evidence[key].relevance < minimum]
+    for key in below:
+        del state.ranking[key]
+    return {"min_relevance": minimum, "left_out": len(below)}
+
+
 #: The stages of a ranking, in order, each with the name its trace part goes under (None:
 #: it adds nothing to the trace).
 STAGES: tuple[tuple[str | None, Callable[[Ranking], Any]], ...] = (
@@ -230,6 +246,7 @@ STAGES: tuple[tuple[str | None, Callable[[Ranking], Any]], ...] = (
     ("reader", read_top),
     ("feedback", teach),
     (None, place_current),
+    ("min_relevance", at_least),
 )
 
 
@@ -244,12 +261,16 @@ def rank(
     clock: Clock,
     reranking: Reranking | None = None,
     reader: Reader | None = None,
+    min_relevance: float | None = None,
 ) -> RecallResponse:
     """The response of a recall whose channels ran (``runs``): the :data:`STAGES` over one
     :class:`Ranking`, then the top ``k`` hydrated, each part of the trace from its stage
-    (on demand; ``clock`` times each stage)."""
+    (on demand; ``clock`` times each stage). When nothing reaches ``min_relevance`` the
+    response abstains as when nothing passes the evidence floor."""
     rankings = {run.name: run.hits for run in runs if run.ran}
-    state = Ranking(context, channels, settings, reranking, reader, rankings)
+    state = Ranking(
+        context, channels, settings, reranking, reader, rankings, min_relevance=min_relevance
+    )
     parts: dict[str, Any] = {}
     for name, stage in STAGES:
         part = stage(state)

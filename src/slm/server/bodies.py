@@ -125,6 +125,9 @@ class RecallIn(_Body):
         description="Only memories whose metadata key holds the value (or one of the list): "
         '{"user_id": "u7", "session": [3, 4]}.',
     )
+    min_relevance: float | None = Field(
+        None, description="Leave out results whose relevance_score is below this, 0..1."
+    )
 
 
 class MemoryOut(BaseModel):

@@ -232,6 +232,10 @@ def build_server(memory: Memory) -> MCPServer:
             dict[str, Any] | None,
             Field(description='Only memories whose metadata matches: {"user_id": "u7"}.'),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(description="Leave out results whose relevance_score is below this, 0..1."),
+        ] = None,
     ) -> dict[str, Any]:
         return _read(
             lambda: memory.recall_request(
@@ -246,6 +250,7 @@ def build_server(memory: Memory) -> MCPServer:
                     include_superseded=include_superseded,
                     as_of=as_of,
                     metadata=metadata,
+                    min_relevance=min_relevance,
                 )
             ).to_dict()
         )

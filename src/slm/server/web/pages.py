@@ -214,22 +214,21 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         page = Page(request)
         query = page.params.get("q", "").strip()
         k = _number(page.params.get("k"), 10, "k")
+        typed = page.params.get("min_relevance", "").strip()
+        minimum = _decimal(typed, "min_relevance")
+        shown: dict[str, Any] = {"q": query, "k": k, "min_relevance": typed, "response": None}
         with page.memory() as memory:
-            if not query:
-                return page.render("search.html", memory, title="Search", q="", k=k, response=None)
-            response = memory.recall(query, k=k, trace=True)
-            if not response.results:
-                require(memory)  # a mistyped profile says so, naming those that exist
-            return page.render(
-                "search.html",
-                memory,
-                title=f"{query} - search",
-                q=query,
-                k=k,
-                response=response,
-                results=views.results(response),
-                abstention=views.abstention(response),
-            )
+            if query:
+                response = memory.recall(query, k=k, trace=True, min_relevance=minimum)
+                if not response.results:
+                    require(memory)  # a mistyped profile says so, naming those that exist
+                shown.update(
+                    response=response,
+                    results=views.results(response),
+                    abstention=views.abstention(response, minimum),
+                )
+            title = f"{query} - search" if query else "Search"
+            return page.render("search.html", memory, title=title, **shown)
 
     @get("/ui/memories")
     def timeline(request: Request) -> Response:
@@ -294,13 +293,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         with page.memory() as memory:
             record = _record(memory, request.path_params["memory_id"], page.profile)
             try:
-                done = memory.update(
-                    record.id,
-                    fields.get("content", ""),
-                    source=fields.get("source") or None,
-                    tags=views.tags_of(fields.get("tags", "")),
-                    event_time=fields.get("event_time") or None,
-                )
+                done = memory.update(record.id, fields.get("content", ""), **_described(fields))
             except InvalidInput as exc:
                 return page.render(
                     "edit.html", memory, 400, title="Edit", record=record, fields=fields,
@@ -345,16 +338,8 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
     def add(request: Request, page: Page, fields: dict[str, str]) -> Response:
         with page.memory() as memory:
             try:
-                done = memory.store_many(
-                    [
-                        {
-                            "content": fields.get("content", ""),
-                            "source": fields.get("source") or None,
-                            "tags": views.tags_of(fields.get("tags", "")),
-                            "event_time": fields.get("event_time") or None,
-                        }
-                    ]
-                )[0]
+                item = {"content": fields.get("content", ""), **_described(fields)}
+                done = memory.store_many([item])[0]
             except InvalidInput as exc:
                 return page.render(
                     "edit.html", memory, 400, title="Add a memory", record=None, fields=fields,
@@ -477,6 +462,15 @@ def _missing(memory_id: str, profile: str) -> NotFound:
     return NotFound(f"no memory {memory_id[:40]!r} in profile {profile!r}")
 
 
+def _described(fields: dict[str, str]) -> dict[str, Any]:
+    """What the add and edit forms say of a memory besides its text."""
+    return {
+        "source": fields.get("source") or None,
+        "tags": views.tags_of(fields.get("tags", "")),
+        "event_time": fields.get("event_time") or None,
+    }
+
+
 def _number(text: str | None, default: int, name: str, lowest: int = 1) -> int:
     if text is None or not text.strip():
         return default
@@ -487,6 +481,16 @@ def _number(text: str | None, default: int, name: str, lowest: int = 1) -> int:
     if value < lowest:
         raise InvalidInput(f"{name} must be at least {lowest}")
     return value
+
+
+def _decimal(text: str, name: str) -> float | None:
+    """A number typed in a form, None when left empty; its range is the library's to check."""
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidInput(f"{name} must be a number, not {text[:40]!r}", field=name) from None
 
 
 def _see(location: str) -> RedirectResponse:

@@ -102,9 +102,16 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
     return out
 
 
-def abstention(response: RecallResponse) -> str | None:
+def abstention(response: RecallResponse, minimum: float | None = None) -> str | None:
+    """Why a search abstained, in words (None: it did not); with the ``minimum`` relevance
+    the search asked for, the floor it raised is named with it."""
     if not response.abstained:
         return None
+    if response.abstention_reason == EVIDENCE_FLOOR and minimum is not None:
+        return (
+            "Nothing stored answers this well enough: no memory passed the evidence floor "
+            f"with a relevance of at least {minimum:g}, the minimum asked for."
+        )
     return ABSTENTION.get(response.abstention_reason or "", "Nothing found.")
 
 
