@@ -63,13 +63,18 @@ def run_server(workdir: Path, **env: str) -> Iterator[str]:
             pytest.fail("server did not start within 30 s")
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         log.close()
+
+
+def stop(process: subprocess.Popen[Any]) -> None:
+    """End a server started for a test, killing it if it does not stop in 10 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture(scope="module")
@@ -624,12 +629,7 @@ def test_serve_says_the_address_it_listens_on(tmp_path: Path) -> None:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/") and ":0/" not in url
         assert httpx.get(f"{url}v1/health", timeout=10.0).status_code == 200
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def test_a_busy_port_is_one_line_and_status_1(tmp_path: Path) -> None:
