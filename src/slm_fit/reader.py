@@ -121,6 +121,7 @@ def run_train(args: argparse.Namespace, recipe: Recipe, beta: float) -> dict[str
     exported = export(model, args.out)
     which = list(range(len(reads)))
     scores = score(args.out, recipe, reads, which)
+    (args.work / "final-scores.json").write_text(json.dumps(scores), encoding="utf-8")
     return {
         "command": "python -m slm_fit.reader train",
         "recipe": recipe_dict(recipe),
@@ -146,6 +147,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=DEFAULT.epochs)
     parser.add_argument("--group", type=int, default=DEFAULT.group)
     parser.add_argument("--seed", type=int, default=DEFAULT.seed)
+    parser.add_argument("--pool", choices=("cls", "mean"), default=DEFAULT.pool)
+    parser.add_argument("--easy", type=int, default=DEFAULT.easy)
+    parser.add_argument("--lr", type=float, default=DEFAULT.learning_rate)
     parser.add_argument("--fold", type=int, help="heldout: train and score this fold only")
     parser.add_argument("--threads", type=int, default=1, help="torch threads to train with")
     parser.add_argument("--beta", type=float, default=1.0, help="train: the blend's beta")
@@ -157,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         epochs=args.epochs,
         group=args.group,
         seed=args.seed,
+        pool=args.pool,
+        easy=args.easy,
+        learning_rate=args.lr,
     )
     if args.command == "check":
         from slm_fit.reader_model import BASE_SHA256

@@ -126,11 +126,14 @@ def pooled(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 class CrossEncoder(nn.Module):  # type: ignore[misc]
-    """The encoder read at [CLS], one logit per (question, memory) pair."""
+    """The encoder read at [CLS] (``pool="cls"``) or as the mean of its tokens
+    (``"mean"``: the base model's own sentence pooling), one logit per (question, memory)
+    pair."""
 
-    def __init__(self, encoder: Encoder) -> None:
+    def __init__(self, encoder: Encoder, pool: str = "cls") -> None:
         super().__init__()
         self.encoder = encoder
+        self.pool = pool
         self.head = nn.Linear(encoder.shape.hidden, 1)
         nn.init.normal_(self.head.weight, std=0.02)
         nn.init.zeros_(self.head.bias)
@@ -139,7 +142,12 @@ class CrossEncoder(nn.Module):  # type: ignore[misc]
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor
     ) -> torch.Tensor:
         hidden = self.encoder(input_ids, attention_mask, token_type_ids)
-        return self.head(hidden[:, 0]).squeeze(-1)
+        if self.pool == "mean":
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            read = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        else:
+            read = hidden[:, 0]
+        return self.head(read).squeeze(-1)
 
 
 def _checkpoint_name(name: str) -> str:

@@ -34,7 +34,7 @@ from slm_fit.reader_data import Read
 @dataclass(frozen=True, slots=True)
 class Recipe:
     layers: int = 3
-    pieces: int = 64
+    pieces: int = 96
     group: int = 6
     positives: int = 2
     questions_per_step: int = 4
@@ -43,6 +43,10 @@ class Recipe:
     head_learning_rate: float = 1e-3
     bce: float = 0.1
     seed: int = 0
+    pool: str = "cls"
+    #: Of each list's negatives, this many are drawn from below the window's top 20
+    #: (easier: on topic, but not what slm put first).
+    easy: int = 0
 
 
 def lists(
@@ -58,7 +62,9 @@ def lists(
             continue
         chosen = rng.sample(positives, min(len(positives), recipe.positives))
         negatives = [i for i, label in enumerate(read.labels) if not label and read.texts[i]]
-        rows = chosen + negatives[: recipe.group - len(chosen)]
+        hard, below = [i for i in negatives if i < 20], [i for i in negatives if i >= 20]
+        easy = rng.sample(below, min(len(below), recipe.easy))
+        rows = chosen + hard[: recipe.group - len(chosen) - len(easy)] + easy
         out.append([(read.question, read.texts[i], read.labels[i]) for i in rows])
     return out
 
@@ -103,7 +109,7 @@ def train(
     torch.manual_seed(recipe.seed)
     torch.set_num_threads(threads)
     rng = random.Random(recipe.seed)
-    model = CrossEncoder(load_base(recipe.layers))
+    model = CrossEncoder(load_base(recipe.layers), recipe.pool)
     # The word embeddings stay as published: a third of the weights, and the vocabulary
     # the few thousand training questions would move least usefully.
     model.encoder.words.weight.requires_grad_(False)
