@@ -113,8 +113,12 @@ def run_heldout(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
 
 
 def run_train(args: argparse.Namespace, recipe: Recipe, beta: float) -> dict[str, Any]:
-    from slm_fit.reader_train import export, latency, train
+    from slm_fit.reader_model import BASE_SHA256
+    from slm_fit.reader_train import check_published, export, latency, train
 
+    base = {"sha256": BASE_SHA256, **check_published()}
+    if not base["published"]:
+        raise SystemExit(f"the base weights are not the published model: {base}")
     reads = _reads(args)
     started = time.perf_counter()
     model, metrics = train(reads, recipe, _say, args.threads)
@@ -124,6 +128,7 @@ def run_train(args: argparse.Namespace, recipe: Recipe, beta: float) -> dict[str
     (args.work / "final-scores.json").write_text(json.dumps(scores), encoding="utf-8")
     return {
         "command": "python -m slm_fit.reader train",
+        "base": base,
         "recipe": recipe_dict(recipe),
         "training": metrics,
         "seconds": round(time.perf_counter() - started, 1),

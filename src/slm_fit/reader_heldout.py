@@ -13,7 +13,9 @@ slm's default order (the reranker on). Three orders are compared on the scored q
 
 Answerability: the AUROC of the largest reader probability (sigmoid of the logit) among a
 question's top 20 (0 when slm returned nothing), answerable questions against questions
-of another conversation (``foreign``) and BEAM's ``answerable: false`` questions.
+of another conversation (``foreign``) and BEAM's ``answerable: false`` questions; and the
+same among the questions slm returned something for (``_returned``: the reader's own
+part, without slm's evidence floor).
 
 Nothing here imports torch: scores come from the exported int8 files.
 """
@@ -119,15 +121,19 @@ def report(
             ]
             block[name] = measures([reads[i] for i in own], orders)
         answerable = [probability(scores.get(i, ())) for i in own]
+        read_any = [probability(scores.get(i, ())) for i in own if reads[i].texts]
         for kind in ("foreign", "unanswerable"):
-            others = [
-                probability(scores.get(i, ()))
-                for i, r in enumerate(reads)
-                if r.file == file and r.kind == kind
-            ]
-            if others:
-                block[f"auroc_{kind}"] = round(auroc(answerable, others), 4)
-                block[f"n_{kind}"] = len(others)
+            asked = [i for i, r in enumerate(reads) if r.file == file and r.kind == kind]
+            if not asked:
+                continue
+            others = [probability(scores.get(i, ())) for i in asked]
+            block[f"auroc_{kind}"] = round(auroc(answerable, others), 4)
+            block[f"n_{kind}"] = len(others)
+            # the reader's own part: only questions slm returned something for
+            returned = [probability(scores.get(i, ())) for i in asked if reads[i].texts]
+            if returned:
+                block[f"auroc_{kind}_returned"] = round(auroc(read_any, returned), 4)
+                block[f"n_{kind}_returned"] = len(returned)
         out[file] = block
     return out
 
@@ -146,14 +152,18 @@ def markdown(title: str, blocks: Mapping[str, Any]) -> str:
                 f"| {file} | {name} | {m['n']} | {m['hit@1']:.3f} | {m['hit@10']:.3f} | "
                 f"{m['mrr@10']:.3f} |"
             )
-    lines += ["", "| file | AUROC answerable vs foreign | vs unanswerable |", "|---|---|---|"]
+    lines += [
+        "",
+        "| file | AUROC answerable vs foreign | (where slm returned any) | vs unanswerable "
+        "| (where slm returned any) |",
+        "|---|---|---|---|---|",
+    ]
     for file, block in blocks.items():
-        foreign = block.get("auroc_foreign")
-        unanswerable = block.get("auroc_unanswerable")
-        lines.append(
-            f"| {file} | {_cell(foreign, block.get('n_foreign'))} | "
-            f"{_cell(unanswerable, block.get('n_unanswerable'))} |"
-        )
+        cells = [
+            _cell(block.get(f"auroc_{name}"), block.get(f"n_{name}"))
+            for name in ("foreign", "foreign_returned", "unanswerable", "unanswerable_returned")
+        ]
+        lines.append(f"| {file} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -38,15 +38,15 @@ class Recipe:
     group: int = 6
     positives: int = 2
     questions_per_step: int = 4
-    epochs: int = 1
-    learning_rate: float = 5e-5
+    epochs: int = 2
+    learning_rate: float = 1e-4
     head_learning_rate: float = 1e-3
     bce: float = 0.1
     seed: int = 0
-    pool: str = "cls"
+    pool: str = "mean"
     #: Of each list's negatives, this many are drawn from below the window's top 20
     #: (easier: on topic, but not what slm put first).
-    easy: int = 0
+    easy: int = 2
 
 
 def lists(
