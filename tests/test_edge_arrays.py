@@ -28,7 +28,7 @@ def _sentence(rng: random.Random) -> str:
 
 
 def _keys(memory: Memory) -> list[int]:
-    rows = memory.store._select(  # type: ignore[attr-defined]
+    rows = memory.store.select(  # type: ignore[attr-defined]
         "SELECT key FROM memories WHERE profile = ?", (memory.profile,)
     )
     return [*sorted(row[0] for row in rows), 10**9]  # and a key that is no memory's

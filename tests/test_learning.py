@@ -324,8 +324,8 @@ def durability(memory: Memory, lasting: bool | None = None) -> str:
     store: Any = memory.store
     sql = "PRAGMA synchronous" if store.kind == "sqlite" else "SHOW synchronous_commit"
     if lasting is None:
-        return str(store._select(sql)[0][0])
-    return str(store._change(None, lambda cur: cur.execute(sql).fetchone()[0], lasting=lasting))
+        return str(store.select(sql)[0][0])
+    return str(store.change(None, lambda cur: cur.execute(sql).fetchone()[0], lasting=lasting))
 
 
 def test_only_the_recall_log_commits_without_waiting_for_the_disk(
@@ -339,13 +339,13 @@ def test_only_the_recall_log_commits_without_waiting_for_the_disk(
     assert durability(memory) == full  # back as it was for every later write
     store: Any = memory.store
     writes: list[bool] = []
-    change = store._change
+    change = store.change
 
     def recorded(profile: Any, work: Any, *, lasting: bool = True, **options: Any) -> Any:
         writes.append(lasting)
         return change(profile, work, lasting=lasting, **options)
 
-    monkeypatch.setattr(store, "_change", recorded)
+    monkeypatch.setattr(store, "change", recorded)
     response = memory.recall("Who services the boiler?")
     memory.learning.flush()
     assert writes == [False]  # the log entry, and only it

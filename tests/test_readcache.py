@@ -227,7 +227,7 @@ def _every_read(memory: Memory) -> dict[str, Any]:
     store: Any = memory.store
     profile = memory.profile
     keys = [r.key for r in memory.list(limit=500)]
-    entities = [row[0] for row in store._select("SELECT id FROM entities ORDER BY id")]
+    entities = [row[0] for row in store.select("SELECT id FROM entities ORDER BY id")]
     return {
         "records": store.get_by_keys(profile, keys),
         "entities": store.memory_entities(profile, keys),
@@ -300,5 +300,5 @@ def test_what_storing_new_memories_spares_in_the_cache_equals_sql(
                 memory.store.cache = kept  # type: ignore[attr-defined]
         store: Any = memory.store
         assert cached["edges"], "memories with edges were read"
-        counts = store._select("SELECT kind, count(*) FROM edges GROUP BY kind")
+        counts = store.select("SELECT kind, count(*) FROM edges GROUP BY kind")
         assert {kind for kind, _ in counts} >= {"next", "prev", "similar"}

@@ -155,6 +155,15 @@ class Update:
         return self.slot.startswith(MEANING)
 
 
+class Cursor(Protocol):
+    """An open cursor of a store's transaction: an ``sqlite3`` connection or a psycopg
+    cursor (``execute`` returns something to ``fetchall`` from)."""
+
+    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]], /) -> Any: ...
+
+
 #: The store-wide setting naming the scope keys its memories' scopes were read with.
 SCOPE_KEYS_META = "scope keys"
 

@@ -24,9 +24,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from slm.models import NewMemory
-from slm.store.base import PASSAGE_SPAN, STANDING_BASE
+from slm.store.base import PASSAGE_SPAN, STANDING_BASE, Cursor
 from slm.store.dialect import Dialect
-from slm.store.lifecycle import Cursor
 
 Fresh = Sequence[tuple[int, NewMemory]]
 

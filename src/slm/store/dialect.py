@@ -14,12 +14,14 @@ whose ``execute`` returns something to ``fetchall`` from.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from slm.models import NewMemory
-from slm.store.base import Filters, Postings
-from slm.store.lifecycle import Cursor
+from slm.store.base import Cursor, Filters, Postings
+from slm.store.readcache import Kept, ReadCache
+
+T = TypeVar("T")
 
 #: Memories without a session are neighbouring turns when from one named source this close
 #: in time.
@@ -161,3 +163,34 @@ class Dialect(ABC):
         ]:
             found.setdefault(key, (span_start, span_end))
         return found if len(found) <= limit else None
+
+
+class Database(Protocol):
+    """What the SQL both stores share outside the store itself (versions, feedback) asks of
+    a store: its dialect and read cache, and statements run over its connection. A
+    relational store is one (:class:`slm.store.relational.Relational`)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def cache(self) -> ReadCache: ...
+
+    @property
+    def mark(self) -> str: ...
+
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        """The rows of one statement."""
+
+    def select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
+        """The rows of ``head IN (values)`` for one profile (:meth:`Dialect.rows_in`)."""
+
+    def change(
+        self,
+        profile: str | None,
+        work: Callable[[Cursor], T],
+        *,
+        lasting: bool = True,
+        kept: Kept | None = None,
+    ) -> T:
+        """``work`` in one write transaction."""

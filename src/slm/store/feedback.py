@@ -19,13 +19,9 @@ from __future__ import annotations
 import json
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
-from slm.store.base import FeedbackEvent, LoggedRecall
-from slm.store.lifecycle import Cursor
-
-if TYPE_CHECKING:
-    from slm.store.relational import Relational
+from slm.store.base import Cursor, FeedbackEvent, LoggedRecall
+from slm.store.dialect import Database
 
 MAX_LOGGED = 10_000
 MAX_FEEDBACK = 100_000
@@ -38,7 +34,7 @@ class RelationalFeedback:
     """The :class:`~slm.store.base.FeedbackLog` of a relational store, in the SQL both
     dialects read."""
 
-    def __init__(self, store: Relational) -> None:
+    def __init__(self, store: Database) -> None:
         self._store = store
         self._mark = store.mark
 
@@ -47,7 +43,7 @@ class RelationalFeedback:
             "SELECT source, useful, not_useful FROM source_feedback "
             f"WHERE profile = {self._mark} AND source"
         )
-        return {s: (u, n) for s, u, n in self._store._select_in(head, profile, sources)}
+        return {s: (u, n) for s, u, n in self._store.select_in(head, profile, sources)}
 
     def add(
         self, profile: str, source: str, useful: bool, event: FeedbackEvent | None = None
@@ -58,14 +54,14 @@ class RelationalFeedback:
             else:
                 self._count_source(cur, profile, source, useful)
 
-        self._store._change(None, work)
+        self._store.change(None, work)
 
     def events(
         self, profile: str, limit: int, offset: int = 0, *, labelled_only: bool = False
     ) -> list[FeedbackEvent]:
         m = self._mark
         where = " AND query_id IS NOT NULL" if labelled_only else ""
-        rows = self._store._select(
+        rows = self._store.select(
             "SELECT seq, query_id, memory_id, useful, created_at FROM feedback "
             f"WHERE profile = {m}{where} ORDER BY seq DESC LIMIT {m} OFFSET {m}",
             (profile, limit, offset),
@@ -83,7 +79,7 @@ class RelationalFeedback:
         m = self._mark
         marks = ", ".join([m] * len(memory_ids))
         other = f" AND created_at < {m}" if before is not None else ""
-        rows = self._store._select(
+        rows = self._store.select(
             "SELECT memory_id, sum(useful), sum(1 - useful) FROM feedback "
             f"WHERE profile = {m} AND memory_id IN ({marks}) AND query_id IS NOT NULL{other} "
             "GROUP BY memory_id",
@@ -96,7 +92,7 @@ class RelationalFeedback:
             return {}
         m = self._mark
         marks = ", ".join([m] * len(memory_ids))
-        rows = self._store._select(
+        rows = self._store.select(
             "SELECT f.memory_id, f.useful, r.request FROM feedback f JOIN recall_log r "
             "ON r.profile = f.profile AND r.query_id = f.query_id "
             f"WHERE f.profile = {m} AND f.memory_id IN ({marks}) "
@@ -121,7 +117,7 @@ class RelationalFeedback:
                 cur.execute(f"DELETE FROM {table} WHERE profile = {m}", [profile])
             return count
 
-        return self._store._change(None, work)
+        return self._store.change(None, work)
 
     def log(self, profile: str, entries: Sequence[LoggedRecall]) -> None:
         def work(cur: Cursor) -> None:
@@ -145,14 +141,14 @@ class RelationalFeedback:
         if not entries:
             return
         # Written after recalls: not worth a wait for the disk (the module's note).
-        self._store._change(None, work, lasting=False)
+        self._store.change(None, work, lasting=False)
 
     def logged(self, profile: str, query_ids: Sequence[str]) -> dict[str, LoggedRecall]:
         head = (
             "SELECT query_id, created_at, request, shown, example FROM recall_log "
             f"WHERE profile = {self._mark} AND query_id"
         )
-        rows = self._store._select_in(head, profile, query_ids)
+        rows = self._store.select_in(head, profile, query_ids)
         return {
             str(r[0]): LoggedRecall(
                 str(r[0]), int(r[1]), str(r[2]), str(r[3]), bytes(r[4]) if r[4] else None
@@ -162,7 +158,7 @@ class RelationalFeedback:
 
     def keep_example(self, profile: str, query_id: str, example: bytes) -> None:
         m = self._mark
-        self._store._change(
+        self._store.change(
             None,
             lambda cur: cur.execute(
                 f"UPDATE recall_log SET example = {m} WHERE profile = {m} AND query_id = {m}",

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from slm.models import NewMemory
-from slm.store.lifecycle import Cursor
+from slm.store.base import Cursor
 
 #: The table, created by the stores' migrations (SQLite 11, PostgreSQL 10).
 SCHEMA = """

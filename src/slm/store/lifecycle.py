@@ -16,19 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
 
 from slm.models import NewMemory, from_micros, to_micros
-from slm.store.base import MEANING, Update
-
-if TYPE_CHECKING:
-    from slm.store.relational import Relational
-
-
-class Cursor(Protocol):
-    def execute(self, sql: str, params: Sequence[Any] = ..., /) -> Any: ...
-
-    def executemany(self, sql: str, params: Sequence[Sequence[Any]], /) -> Any: ...
+from slm.store.base import MEANING, Cursor, Update
+from slm.store.dialect import Database
 
 
 def start(item: NewMemory) -> int:
@@ -221,13 +212,13 @@ class RelationalVersions:
     which replaced which, and the probable updates between them, in the SQL both dialects
     read."""
 
-    def __init__(self, store: Relational) -> None:
+    def __init__(self, store: Database) -> None:
         self._store = store
         self._mark = store.mark
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
         m = self._mark
-        rows = self._store._select(
+        rows = self._store.select(
             f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
             f"AND valid_to <= {m}",
             (profile, to_micros(moment)),
@@ -237,7 +228,7 @@ class RelationalVersions:
     def replaced(self, profile: str, newer_id: str) -> list[int]:
         # the partial index on ended memories keeps the scan to those
         m = self._mark
-        rows = self._store._select(
+        rows = self._store.select(
             f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
             f"AND superseded_by = {m} ORDER BY key",
             (profile, newer_id),
@@ -248,12 +239,12 @@ class RelationalVersions:
         self, profile: str, newer_id: str, older_ids: Sequence[str], moment: datetime
     ) -> None:
         at = to_micros(moment)
-        self._store._change(
+        self._store.change(
             profile, lambda cur: supersede(cur, self._mark, profile, newer_id, older_ids, at)
         )
 
     def dismiss(self, profile: str, older_id: str, newer_id: str) -> bool:
-        return self._store._change(
+        return self._store.change(
             profile, lambda cur: dismiss(cur, self._mark, profile, older_id, newer_id)
         )
 
@@ -263,7 +254,7 @@ class RelationalVersions:
         def fetch(missing: list[int]) -> dict[int, list[Update]]:
             found: dict[int, list[Update]] = {key: [] for key in missing}
             for part in dialect.slices(missing):
-                rows = self._store._select(
+                rows = self._store.select(
                     self._updates_sql(len(part), dialect.by_key),
                     [*part, profile, *part, profile, *part, profile],
                 )
@@ -309,7 +300,7 @@ class RelationalVersions:
         if not slots:
             return set()
         m = self._mark
-        rows = self._store._select(
+        rows = self._store.select(
             f"SELECT DISTINCT key FROM fact_slots WHERE profile = {m} "
             f"AND slot IN ({', '.join([m] * len(slots))})",
             (profile, *slots),
@@ -318,14 +309,14 @@ class RelationalVersions:
 
     def update_count(self, profile: str) -> int:
         sql = f"SELECT count(*) FROM fact_updates WHERE profile = {self._mark}"
-        return int(self._store._select(sql, (profile,))[0][0])
+        return int(self._store.select(sql, (profile,))[0][0])
 
     def exist(self, profile: str) -> bool:
         return self._store.cache.value("versions", profile, lambda: self._exist(profile))
 
     def _exist(self, profile: str) -> bool:
         m = self._mark
-        rows = self._store._select(
+        rows = self._store.select(
             f"SELECT EXISTS (SELECT 1 FROM fact_updates WHERE profile = {m}) OR EXISTS "
             f"(SELECT 1 FROM memories WHERE profile = {m} AND valid_to IS NOT NULL)",
             (profile, profile),

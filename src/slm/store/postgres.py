@@ -22,13 +22,14 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import Cursor
+from psycopg import Cursor as PgCursor
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
 from slm.models import NewMemory
-from slm.store import fields, lifecycle
+from slm.store import fields
+from slm.store.base import Cursor
 from slm.store.postgres_dialect import PostgresDialect
 from slm.store.postgres_schema import migrate
 from slm.store.postgres_vectors import PostgresVectors
@@ -89,7 +90,7 @@ class PostgresStore(Relational):
     # -- plumbing ---------------------------------------------------------------------
 
     @contextmanager
-    def _cursor(self) -> Iterator[Cursor[Any]]:
+    def _cursor(self) -> Iterator[PgCursor[Any]]:
         try:
             with self._pool.connection() as conn, conn.cursor() as cur:
                 yield cur
@@ -97,7 +98,7 @@ class PostgresStore(Relational):
             raise StoreError(f"read failed on {self.location}: {exc}") from exc
 
     @contextmanager
-    def _write(self, profile: str | None, lasting: bool = True) -> Iterator[Cursor[Any]]:
+    def _write(self, profile: str | None, lasting: bool = True) -> Iterator[PgCursor[Any]]:
         """One transaction; with a profile, holding that profile's write lock; not
         ``lasting``, committed without waiting for the disk (``synchronous_commit``)."""
         try:
@@ -120,17 +121,17 @@ class PostgresStore(Relational):
             cur.execute(sql, params, binary=binary)
             return cur.fetchall()
 
-    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._rows(sql, params)
 
-    def _read(self, work: Callable[[lifecycle.Cursor], T]) -> T:
+    def _read(self, work: Callable[[Cursor], T]) -> T:
         with self._cursor() as cur:
             return work(cur)
 
-    def _change(
+    def change(
         self,
         profile: str | None,
-        work: Callable[[lifecycle.Cursor], T],
+        work: Callable[[Cursor], T],
         *,
         lasting: bool = True,
         kept: Kept | None = None,  # nothing is kept (ReadCache(None)), so nothing to spare
@@ -141,11 +142,11 @@ class PostgresStore(Relational):
     # -- writes -----------------------------------------------------------------------
 
     def _insert_memories(
-        self, cur: lifecycle.Cursor, profile: str, items: Sequence[NewMemory]
+        self, cur: Cursor, profile: str, items: Sequence[NewMemory]
     ) -> list[tuple[str, int]]:
         """A wanted id already taken (in another profile) is replaced by a fresh one; so is
         one taken meanwhile by a concurrent writer, whose memory then comes after the others."""
-        pg = cast(Cursor[Any], cur)
+        pg = cast(PgCursor[Any], cur)
         pending = list(items)
         ids = {m.content_hash: m.id or secrets.token_hex(8) for m in pending}
         rows = pg.execute("SELECT id FROM memories WHERE id = ANY(%s)", (list(ids.values()),))
@@ -168,7 +169,7 @@ class PostgresStore(Relational):
         raise StoreError(f"could not find free ids for {len(pending)} memories")
 
     def _insert_vectors(
-        self, cur: lifecycle.Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
+        self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
     ) -> None:
         """Also the profile's vector sum (for :meth:`mean_vector`)."""
         if not fresh:
@@ -180,7 +181,7 @@ class PostgresStore(Relational):
         )
         self._add_to_sum(cur, profile, np.sum(vectors, axis=0, dtype=np.float64), len(fresh))
 
-    def _delete_vectors(self, cur: lifecycle.Cursor, profile: str, keys: Sequence[int]) -> None:
+    def _delete_vectors(self, cur: Cursor, profile: str, keys: Sequence[int]) -> None:
         rows = cur.execute(
             "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s) RETURNING vector",
             (profile, list(keys)),
@@ -189,7 +190,7 @@ class PostgresStore(Relational):
         if gone:
             self._add_to_sum(cur, profile, -np.sum(gone, axis=0, dtype=np.float64), -len(gone))
 
-    def _add_to_sum(self, cur: lifecycle.Cursor, profile: str, total: Any, count: int) -> None:
+    def _add_to_sum(self, cur: Cursor, profile: str, total: Any, count: int) -> None:
         """Keep the profile's vector sum in the same transaction."""
         row = cur.execute(
             "SELECT n, total FROM vector_sums WHERE profile = %s FOR UPDATE", (profile,)

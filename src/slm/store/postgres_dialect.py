@@ -16,9 +16,8 @@ import numpy as np
 
 from slm.models import NewMemory, to_micros
 from slm.store import sql
-from slm.store.base import Filters, Postings
+from slm.store.base import Cursor, Filters, Postings
 from slm.store.dialect import SESSION_GAP_US, Dialect
-from slm.store.lifecycle import Cursor
 
 
 def columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:

@@ -5,7 +5,7 @@
 in :mod:`slm.store.derived` (the rows a memory derives) and in the shared modules
 (:mod:`slm.store.sql`, :mod:`slm.store.lifecycle`, :mod:`slm.store.feedback`), and what the
 two databases do differently is their :class:`~slm.store.dialect.Dialect`. A store supplies
-its connection (:meth:`_select`, :meth:`_read`, :meth:`_change`), how a memory's row and
+its connection (:meth:`select`, :meth:`_read`, :meth:`change`), how a memory's row and
 vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
 :meth:`_delete_vectors`), and its vector index.
 """
@@ -27,13 +27,13 @@ from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope
 from slm.store import derived, feedback, fields, lifecycle, sql
 from slm.store.base import (
     SCOPE_KEYS_META,
+    Cursor,
     Filters,
     LexicalStats,
     Postings,
     Stored,
 )
 from slm.store.dialect import Dialect
-from slm.store.lifecycle import Cursor
 from slm.store.readcache import POSTINGS_LIMIT, Kept, ReadCache
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ class Relational(ABC):
     # -- what a store supplies ------------------------------------------------------------
 
     @abstractmethod
-    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         """The rows of one statement."""
 
     @abstractmethod
@@ -79,7 +79,7 @@ class Relational(ABC):
         """``work`` with a cursor for reading."""
 
     @abstractmethod
-    def _change(
+    def change(
         self,
         profile: str | None,
         work: Callable[[Cursor], T],
@@ -112,16 +112,16 @@ class Relational(ABC):
 
     # -- helpers --------------------------------------------------------------------------
 
-    def _select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
+    def select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
         """The rows of ``head IN (values)`` for one profile (see :meth:`Dialect.rows_in`):
         ``head`` is a statement whose first parameter is the profile and which ends with
         the column the values are matched against."""
         return self._read(lambda cur: self.dialect.rows_in(cur, head, [profile], values))
 
     def _grouped(self, head: str, profile: str, keys: Iterable[int]) -> dict[int, list[Any]]:
-        """The rows of :meth:`_select_in` grouped by their first column, the rest as tuples."""
+        """The rows of :meth:`select_in` grouped by their first column, the rest as tuples."""
         out: dict[int, list[Any]] = defaultdict(list)
-        for row in self._select_in(head, profile, keys):
+        for row in self.select_in(head, profile, keys):
             out[row[0]].append(tuple(row[1:]))
         return dict(out)
 
@@ -157,7 +157,7 @@ class Relational(ABC):
             f"SELECT {sql.MEMORY_COLUMNS} FROM memories "
             f"WHERE {self.dialect.by_key}profile = {self.mark} AND {column}"
         )
-        return [self._record(row) for row in self._select_in(head, profile, values)]
+        return [self._record(row) for row in self.select_in(head, profile, values)]
 
     # -- store-wide settings --------------------------------------------------------------
 
@@ -169,10 +169,10 @@ class Relational(ABC):
         )
 
     def set_meta(self, key: str, value: str) -> None:
-        self._change(None, lambda cur: cur.execute(self._set_meta, (key, value)))
+        self.change(None, lambda cur: cur.execute(self._set_meta, (key, value)))
 
     def meta(self, key: str) -> str | None:
-        rows = self._select(
+        rows = self.select(
             f"SELECT value FROM {self.dialect.meta_table} WHERE key = {self.mark}", (key,)
         )
         return str(rows[0][0]) if rows else None
@@ -181,7 +181,7 @@ class Relational(ABC):
 
     def existing(self, profile: str, hashes: Sequence[str]) -> dict[str, str]:
         head = f"SELECT content_hash, id FROM memories WHERE profile = {self.mark} AND content_hash"
-        return {str(h): str(i) for h, i in self._select_in(head, profile, hashes)}
+        return {str(h): str(i) for h, i in self.select_in(head, profile, hashes)}
 
     def scope_members(self, profile: str, scope: str) -> set[int] | None:
         m = self.mark
@@ -190,9 +190,9 @@ class Relational(ABC):
             f"SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m} LIMIT 1"
             for op in ("<", ">")
         ]
-        if not any(self._select(q, (profile, scope)) for q in others):
+        if not any(self.select(q, (profile, scope)) for q in others):
             return None
-        rows = self._select(
+        rows = self.select(
             f"SELECT key FROM memories WHERE profile = {m} AND scope = {m}", (profile, scope)
         )
         return {int(r[0]) for r in rows}
@@ -238,13 +238,13 @@ class Relational(ABC):
             cur.execute(self._set_meta, (SCOPE_KEYS_META, json.dumps(list(keys))))
             return len(changed)
 
-        return self._change(None, work)
+        return self.change(None, work)
 
     def profiles(self) -> list[str]:
-        return [r[0] for r in self._select("SELECT DISTINCT profile FROM memories ORDER BY 1")]
+        return [r[0] for r in self.select("SELECT DISTINCT profile FROM memories ORDER BY 1")]
 
     def profile_summaries(self) -> list[tuple[str, int, int]]:
-        return [(str(r[0]), int(r[1]), int(r[2])) for r in self._select(sql.PROFILE_SUMMARIES)]
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in self.select(sql.PROFILE_SUMMARIES)]
 
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         by_id = {r.id: r for r in self._memories(profile, "id", ids)}
@@ -262,16 +262,16 @@ class Relational(ABC):
 
     def page(self, profile: str, limit: int, offset: int, filters: Filters) -> list[MemoryRecord]:
         where, params = self.dialect.where(profile, filters)
-        rows = self._select(sql.page_sql(where, self.mark), [*params, limit, offset])
+        rows = self.select(sql.page_sql(where, self.mark), [*params, limit, offset])
         return [self._record(r) for r in rows]
 
     def scan(self, profile: str, after_key: int, limit: int) -> list[MemoryRecord]:
-        rows = self._select(sql.scan_sql(self.mark), (profile, after_key, limit))
+        rows = self.select(sql.scan_sql(self.mark), (profile, after_key, limit))
         return [self._record(r) for r in rows]
 
     def count(self, profile: str, filters: Filters | None = None) -> int:
         where, params = self.dialect.where(profile, filters or Filters())
-        return int(self._select(sql.count_sql(where), params)[0][0])
+        return int(self.select(sql.count_sql(where), params)[0][0])
 
     def index_counts(self, profile: str) -> dict[str, int]:
         counts = {}
@@ -281,12 +281,12 @@ class Relational(ABC):
             ("lexical", "lex_docs"),
         ):
             query = f"SELECT count(*) FROM {table} WHERE profile = {self.mark}"
-            counts[name] = int(self._select(query, (profile,))[0][0])
+            counts[name] = int(self.select(query, (profile,))[0][0])
         return counts
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
         where = self.dialect.where(profile, filters)
-        return sql.allowed_keys(self._select, self._allowed, profile, filters, self.mark, *where)
+        return sql.allowed_keys(self.select, self._allowed, profile, filters, self.mark, *where)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -332,7 +332,7 @@ class Relational(ABC):
             lifecycle.insert_facts(cur, self.mark, profile, fresh, supersede_updates)
             return results
 
-        return self._change(profile, work, kept=kept)
+        return self.change(profile, work, kept=kept)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         m = self.mark
@@ -359,7 +359,7 @@ class Relational(ABC):
             removed = {id_ for _, id_, _ in rows}
             return [i for i in dict.fromkeys(ids) if i in removed]
 
-        return self._change(profile, work)
+        return self.change(profile, work)
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)
@@ -383,7 +383,7 @@ class Relational(ABC):
             # process) is read again
             cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
 
-        self._change(profile, work)
+        self.change(profile, work)
 
     # -- the lexical index ----------------------------------------------------------------
 
@@ -412,18 +412,18 @@ class Relational(ABC):
             profile,
             keys,
             lambda missing: {
-                k: tuple(t.split()) for k, t in self._select_in(head, profile, missing)
+                k: tuple(t.split()) for k, t in self.select_in(head, profile, missing)
             },
         )
 
     def lexical_stats(self, profile: str, terms: Sequence[str]) -> LexicalStats:
         m = self.mark
         statement = f"SELECT n_docs, total_len FROM lex_stats WHERE profile = {m}"
-        rows = self.cache.value("lex_stats", profile, lambda: self._select(statement, (profile,)))
+        rows = self.cache.value("lex_stats", profile, lambda: self.select(statement, (profile,)))
         n_docs, total = rows[0] if rows else (0, 0)
         head = f"SELECT term, df FROM lex_terms WHERE profile = {m} AND term"
         df = self.cache.keyed(
-            "df", profile, terms, lambda missing: dict(self._select_in(head, profile, missing))
+            "df", profile, terms, lambda missing: dict(self.select_in(head, profile, missing))
         )
         return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
 
@@ -492,7 +492,7 @@ class Relational(ABC):
             "entity counts",
             profile,
             entities,
-            lambda missing: dict(self._select_in(head, profile, missing)),
+            lambda missing: dict(self.select_in(head, profile, missing)),
         )
 
     def edges_from(
@@ -513,7 +513,7 @@ class Relational(ABC):
             "event_times",
             profile,
             keys,
-            lambda missing: dict(self._select_in(head, profile, missing)),
+            lambda missing: dict(self.select_in(head, profile, missing)),
         )
 
     def referenced_times(

@@ -24,9 +24,8 @@ from typing import Any, TypeVar
 from slm.errors import StoreError
 from slm.models import NewMemory
 from slm.store import fields
-from slm.store.base import Postings
+from slm.store.base import Cursor, Postings
 from slm.store.files import private_directory, private_file
-from slm.store.lifecycle import Cursor
 from slm.store.readcache import Kept, ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
@@ -97,13 +96,13 @@ class SQLiteStore(Relational):
         self.edges.written()
         return result
 
-    def _select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.rows(sql, params)
 
     def _read(self, work: Callable[[Cursor], T]) -> T:
         return self._conn.read(work)
 
-    def _change(
+    def change(
         self,
         profile: str | None,
         work: Callable[[Cursor], T],
@@ -214,7 +213,7 @@ class SQLiteStore(Relational):
 
     def health(self) -> dict[str, Any]:
         try:
-            mode = self._select("PRAGMA journal_mode")[0][0]
+            mode = self.select("PRAGMA journal_mode")[0][0]
             return {
                 "kind": self.kind,
                 "location": self.location,

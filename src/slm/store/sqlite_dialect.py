@@ -16,9 +16,8 @@ from typing import Any
 
 from slm.models import NewMemory, to_micros
 from slm.store import sql
-from slm.store.base import Filters, Postings
+from slm.store.base import Cursor, Filters, Postings
 from slm.store.dialect import SESSION_GAP_US, Dialect
-from slm.store.lifecycle import Cursor
 from slm.store.sqlite_conn import CHUNK
 
 
