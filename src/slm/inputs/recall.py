@@ -41,8 +41,8 @@ def check(request: RecallRequest, settings: Settings) -> Checked:
     include_superseded = request.include_superseded
     if not isinstance(include_superseded, bool):
         raise InvalidInput("include_superseded must be true or false", field="include_superseded")
-    valid_at = validate.timestamp(request.as_of, "as_of")
-    if valid_at is not None and include_superseded:
+    as_of = validate.timestamp(request.as_of, "as_of")
+    if as_of is not None and include_superseded:
         raise InvalidInput(
             "as_of answers with what held then; it cannot include superseded memories",
             field="as_of",
@@ -52,15 +52,15 @@ def check(request: RecallRequest, settings: Settings) -> Checked:
     )
     if request.channels is not None:
         settings = settings.with_channels(channel_names(request.channels))
-    moment = validate.timestamp(request.now, "now") or valid_at or datetime.now(UTC)
+    moment = validate.timestamp(request.now, "now") or as_of or datetime.now(UTC)
     minimum = request.min_relevance
     return Checked(
         text,
         k,
-        replace(filters, valid_at=valid_at),
+        replace(filters, as_of=as_of),
         settings,
         moment,
-        not include_superseded and valid_at is None,
+        not include_superseded and as_of is None,
         None if minimum is None else validate.fraction(minimum, "min_relevance"),
     )
 

@@ -37,8 +37,8 @@ CURRENT_MARGIN = 1e-4
 
 def moment_asked(query: Query) -> datetime | None:
     """The moment whose version of a fact the question wants, or None (no reordering)."""
-    if query.filters.valid_at is not None:
-        return query.filters.valid_at
+    if query.filters.as_of is not None:
+        return query.filters.as_of
     if not query.past:
         return query.now
     if query.window is not None:

@@ -51,8 +51,8 @@ class Filters:
     tags: tuple[str, ...] = ()
     after: datetime | None = None
     before: datetime | None = None
-    #: only memories that held at this moment (``as_of``)
-    valid_at: datetime | None = None
+    #: only memories that held at this moment
+    as_of: datetime | None = None
     #: only memories whose content contains this text (case-insensitive for ASCII letters)
     text: str | None = None
     #: only memories whose metadata holds, for each key, one of its values
@@ -66,7 +66,7 @@ class Filters:
             and not self.tags
             and self.after is None
             and self.before is None
-            and self.valid_at is None
+            and self.as_of is None
         )
 
 

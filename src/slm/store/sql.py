@@ -90,8 +90,8 @@ def memory_filter(
         # lower() on both sides, so that the database folds case the same way for both
         clauses.append(f"lower(content) LIKE lower({mark}) ESCAPE '\\'")
         params.append(f"%{_like_escaped(filters.text)}%")
-    if filters.valid_at is not None:
-        moment = to_micros(filters.valid_at)
+    if filters.as_of is not None:
+        moment = to_micros(filters.as_of)
         clauses.append(f"coalesce(valid_from, event_time) <= {mark}")
         clauses.append(f"(valid_to IS NULL OR valid_to > {mark})")
         params.extend([moment, moment])
