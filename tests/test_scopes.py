@@ -9,6 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    invariant,
+    multiple,
+    rule,
+    run_state_machine_as_test,
+)
 
 from slm import Memory, Settings
 from slm.embed.minilm import MiniLMEmbedder
@@ -270,3 +280,83 @@ def test_a_langgraph_put_for_one_user_never_supersedes_another(
         store.put(("users", "u2"), "home", {"text": "I moved to Lisbon"})
         found = store.search(("users", "u1"), query="Where do I live?")
         assert [i.value["text"] for i in found] == ["I live in Porto"]
+
+
+USERS = ("u1", "u2", "u3")
+FACTS = [
+    "I live in Porto",
+    "I moved to Lisbon",
+    "My dog is Rex",
+    "I prefer dark mode",
+    "I like tea",
+]
+
+
+def scope_machine(memory: Memory) -> type[RuleBasedStateMachine]:
+    """Random writes, changes and forgets of three users in one profile: each user's model is
+    ``{id: text}``; every answer for a user must come from that user's own model."""
+
+    class Scopes(RuleBasedStateMachine):
+        ids = Bundle("ids")
+
+        def __init__(self) -> None:
+            super().__init__()
+            memory.forget([r.id for r in memory.list(10_000)])
+            self.model: dict[str, dict[str, str]] = {u: {} for u in USERS}
+
+        @rule(target=ids, user=st.sampled_from(USERS), text=st.sampled_from(FACTS))
+        def remember(self, user: str, text: str) -> Any:
+            done = memory.remember(text, metadata=_user(user))
+            mine = self.model[user]
+            assert done.created == (done.id not in mine)
+            assert done.created or mine[done.id] == text
+            mine[done.id] = text
+            return (user, done.id)
+
+        @rule(target=ids, owned=ids, user=st.sampled_from(USERS), text=st.sampled_from(FACTS))
+        def replace(self, owned: tuple[str, str], user: str, text: str) -> Any:
+            owner, id_ = owned
+            if id_ not in self.model[owner]:
+                return multiple()
+            try:
+                done = memory.remember(text, metadata=_user(user), supersedes=[id_])
+            except InvalidInput as exc:
+                assert owner != user or "supersede" in str(exc)
+                return multiple()
+            assert owner == user  # another user's memory is never replaced
+            self.model[user][done.id] = text
+            return (user, done.id)
+
+        @rule(owned=ids)
+        def forget(self, owned: tuple[str, str]) -> None:
+            owner, id_ = owned
+            memory.forget([id_])
+            self.model[owner].pop(id_, None)
+
+        @rule(user=st.sampled_from(USERS), query=st.sampled_from(FACTS))
+        def recall(self, user: str, query: str) -> None:
+            found = memory.recall(query, metadata=_user(user), include_superseded=True)
+            assert set(found.ids) <= set(self.model[user])
+
+        @invariant()
+        def each_user_has_exactly_their_own(self) -> None:
+            for user, mine in self.model.items():
+                listed = {r.id: r.content for r in memory.list(10_000, metadata=_user(user))}
+                assert listed == mine
+                assert len(set(mine.values())) == len(mine)  # one memory per text and user
+            assert _edges_cross(memory) == []
+
+    return Scopes
+
+
+def test_no_sequence_of_operations_crosses_scopes(store_at: dict[str, Any]) -> None:
+    with Memory(**store_at, settings=Settings(embedder="fake", update_policy="auto")) as memory:
+        run_state_machine_as_test(
+            scope_machine(memory),
+            settings=settings(
+                max_examples=15,
+                stateful_step_count=20,
+                deadline=None,
+                suppress_health_check=list(HealthCheck),
+            ),
+        )
