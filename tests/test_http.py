@@ -176,6 +176,7 @@ def test_batch_is_stored_all_or_nothing(client: httpx.Client) -> None:
 
 def test_health_and_openapi(client: httpx.Client) -> None:
     # A profile that holds nothing while others do is most likely a typo: 404, naming them.
+    client.post("/v1/memories", params={"profile": "other"}, json={"content": "Bins on Tuesday"})
     missing = client.get("/v1/health", params={"profile": "healthy"})
     assert missing.status_code == 404
     assert "no profile 'healthy'" in error_of(missing)["message"]

@@ -204,28 +204,16 @@ class PostgresStore(Relational):
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
-        try:
-            version, pgvector = self._rows(
-                "SELECT current_setting('server_version'), "
-                "(SELECT extversion FROM pg_extension WHERE extname = 'vector')"
-            )[0]
-        except StoreError as exc:
-            return {
-                "kind": self.kind,
-                "location": self.location,
-                "healthy": False,
-                "reason": str(exc),
-            }
+    def _health(self) -> dict[str, Any]:
+        version, pgvector = self._rows(
+            "SELECT current_setting('server_version'), "
+            "(SELECT extversion FROM pg_extension WHERE extname = 'vector')"
+        )[0]
         stats = self._pool.get_stats()
         return {
-            "kind": self.kind,
-            "location": self.location,
-            "healthy": True,
             "server_version": version,
             "pgvector": pgvector,
             "pool": {"size": stats.get("pool_size", 0), "max": self._pool.max_size},
-            "reason": None,
         }
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
-from slm.errors import ConfigError
+from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
 from slm.store import derived, feedback, fields, lifecycle, sql
 from slm.store.base import (
@@ -51,6 +51,9 @@ class Relational(ABC):
     dialect: ClassVar[Dialect]
 
     _allowed: fields.AllowedKeys
+    #: which database (``"sqlite"``, ``"postgres"``) and where, as health reports them
+    kind: str
+    location: str
 
     @property
     def mark(self) -> str:
@@ -93,6 +96,11 @@ class Relational(ABC):
         ``lasting`` (the recall log, written after every recall): committed without waiting
         for the disk, so a power cut may lose the last few, and nothing else. ``kept``:
         what it leaves valid in the read cache once committed (else nothing)."""
+
+    @abstractmethod
+    def _health(self) -> dict[str, Any]:
+        """What the database reports of itself beyond kind and location (a query that
+        fails raises :class:`StoreError`)."""
 
     @abstractmethod
     def _insert_memories(
@@ -239,6 +247,16 @@ class Relational(ABC):
             return len(changed)
 
         return self.change(None, work)
+
+    def health(self) -> dict[str, Any]:
+        """Where the store is and whether it answers, with what its database reports
+        (:meth:`_health`); a store that does not answer says why."""
+        where = {"kind": self.kind, "location": self.location}
+        try:
+            details = self._health()
+        except StoreError as exc:
+            return {**where, "healthy": False, "reason": str(exc)}
+        return {**where, "healthy": True, **details, "reason": None}
 
     def profiles(self) -> list[str]:
         return [r[0] for r in self.select("SELECT DISTINCT profile FROM memories ORDER BY 1")]

@@ -211,27 +211,14 @@ class SQLiteStore(Relational):
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def health(self) -> dict[str, Any]:
-        try:
-            mode = self.select("PRAGMA journal_mode")[0][0]
-            return {
-                "kind": self.kind,
-                "location": self.location,
-                "healthy": True,
-                "journal_mode": mode,
-                "synchronous": "full",
-                "busy_retries": self.busy_retries,
-                "vector_indexes": self.vectors.info(),
-                "edge_arrays": self.edges.info(),
-                "reason": None,
-            }
-        except StoreError as exc:
-            return {
-                "kind": self.kind,
-                "location": self.location,
-                "healthy": False,
-                "reason": str(exc),
-            }
+    def _health(self) -> dict[str, Any]:
+        return {
+            "journal_mode": self.select("PRAGMA journal_mode")[0][0],
+            "synchronous": "full",
+            "busy_retries": self.busy_retries,
+            "vector_indexes": self.vectors.info(),
+            "edge_arrays": self.edges.info(),
+        }
 
     def backup(self, target: Path) -> int:
         """Copy the whole store (every profile) into the new file ``target`` while it stays
