@@ -20,7 +20,7 @@ from slm.ingest.entities import extract_entities
 from slm.ingest.facts import Fact, facts
 from slm.ingest.text import terms
 from slm.ingest.timeexpr import referenced_spans
-from slm.models import NewMemory, to_micros
+from slm.models import MemoryRecord, NewMemory, to_micros
 from slm.store import Store
 
 #: At most this many semantic-neighbour edges are made per new memory...
@@ -28,6 +28,9 @@ SEMANTIC_LINKS = 3
 #: ...and only to memories at least this similar (cosine, all-MiniLM-L6-v2 scale).
 SEMANTIC_LINK_FLOOR = 0.6
 _BLOCK = 512
+#: How many times more of a profile's nearest memories are read when it holds several
+#: scopes, before searching a scope's own memories alone (:func:`nearest_stored`).
+WIDEN = 4
 _SESSION_KEYS = ("conversation", "session")
 
 
@@ -60,19 +63,35 @@ def derive(
 
 
 def nearest_stored(
-    store: Store, profile: str, vectors: Matrix, allowed: set[int] | None = None
+    store: Store, profile: str, vectors: Matrix, scope: str = ""
 ) -> list[list[tuple[int, float]]]:
-    """Each new vector's nearest stored memories (key, cosine), among ``allowed`` when
-    given (the memories of its scope): enough for the semantic links and for the change
-    reader (:data:`slm.ingest.changes.CANDIDATES`)."""
+    """Each new vector's nearest stored memories of its ``scope`` (key, cosine): enough for
+    the semantic links and for the change reader (:data:`slm.ingest.changes.CANDIDATES`).
+
+    In a profile of several scopes the nearest of the whole profile are read first
+    (:data:`WIDEN` times as many) and those of other scopes dropped; only a vector that
+    keeps fewer than it needs is searched again among its scope's memories alone, so a
+    write in a large scope does not read the scope's every key."""
     if not len(vectors):
         return []
     k = max(SEMANTIC_LINKS, CANDIDATES)
-    if allowed is None:
+    if not store.other_scopes(profile, scope):
         return store.vectors.search_many(profile, vectors, k)
-    if not allowed:
-        return [[] for _ in range(len(vectors))]
-    return [store.vectors.search(profile, vector, k, allowed) for vector in vectors]
+    wide = store.vectors.search_many(profile, vectors, k * WIDEN)
+    records = store.get_by_keys(profile, {key for found in wide for key, _ in found})
+    members: set[int] | None = None
+    out = []
+    for vector, found in zip(vectors, wide, strict=True):
+        mine = [(key, cos) for key, cos in found if _scope(records.get(key)) == scope][:k]
+        if len(mine) < k and len(found) == k * WIDEN:  # the scope's nearest lie further
+            members = store.scope_members(profile, scope) if members is None else members
+            mine = store.vectors.search(profile, vector, k, members)
+        out.append(mine)
+    return out
+
+
+def _scope(record: MemoryRecord | None) -> str | None:
+    return None if record is None else record.scope
 
 
 def semantic_links(

@@ -155,7 +155,7 @@ def prepare(
         scopes.setdefault(item.scope, []).append(i)
     for scope, rows in scopes.items():
         part = embedded[rows]
-        nearest = nearest_stored(store, profile, part, store.scope_members(profile, scope))
+        nearest = nearest_stored(store, profile, part, scope)
         for i, (stored, batch) in zip(rows, semantic_links(part, nearest), strict=True):
             links[i] = (stored, tuple((rows[j], cos) for j, cos in batch))
         items, said = [fresh[i] for i in rows], [stated[i] for i in rows]
@@ -178,7 +178,10 @@ def rederive(
 ) -> list[tuple[int, NewMemory]]:
     """Stored ``records`` derived again (key, memory), from their stored vectors."""
     vectors = store.vectors.get(profile, [r.key for r in records])
-    scopes = {scope: store.scope_members(profile, scope) for scope in {r.scope for r in records}}
+    scopes = {
+        scope: store.scope_members(profile, scope) if store.other_scopes(profile, scope) else None
+        for scope in {r.scope for r in records}
+    }
     # Only a text longer than the model's window has passages beyond its first one (a
     # word piece is at least one character): no other text is embedded again.
     long = [r for r in records if reads_passages(embedder, r.content)]

@@ -210,9 +210,12 @@ class Rows(Protocol):
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
 
-    def scope_members(self, profile: str, scope: str) -> set[int] | None:
-        """Keys of the profile's memories in ``scope`` (``slm.models.scope_of``); None when
-        the profile holds no memory of another scope (nothing to keep apart)."""
+    def other_scopes(self, profile: str, scope: str) -> bool:
+        """Whether the profile holds a memory of another scope than ``scope``
+        (``slm.models.scope_of``): when it does not, there is nothing to keep apart."""
+
+    def scope_members(self, profile: str, scope: str) -> set[int]:
+        """Keys of the profile's memories in ``scope``."""
 
     def rescope(self, keys: Sequence[str]) -> int:
         """Read every memory's scope (and with it its content hash) again from its metadata

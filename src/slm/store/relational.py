@@ -191,15 +191,17 @@ class Relational(ABC):
         head = f"SELECT content_hash, id FROM memories WHERE profile = {self.mark} AND content_hash"
         return {str(h): str(i) for h, i in self.select_in(head, profile, hashes)}
 
-    def scope_members(self, profile: str, scope: str) -> set[int] | None:
+    def other_scopes(self, profile: str, scope: str) -> bool:
         m = self.mark
         # two seeks on (profile, scope, key), not a scan of the profile
-        others = [
-            f"SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m} LIMIT 1"
+        return any(
+            self.select(f"SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m} LIMIT 1",
+                        (profile, scope))
             for op in ("<", ">")
-        ]
-        if not any(self.select(q, (profile, scope)) for q in others):
-            return None
+        )  # fmt: skip
+
+    def scope_members(self, profile: str, scope: str) -> set[int]:
+        m = self.mark
         rows = self.select(
             f"SELECT key FROM memories WHERE profile = {m} AND scope = {m}", (profile, scope)
         )
