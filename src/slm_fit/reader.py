@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slm_fit import reader_heldout as heldout
-from slm_fit.reader_data import Read, load_or_collect
+from slm_fit.reader_data import Read, dated, load_or_collect, load_or_find_asks
 from slm_fit.reader_train import Recipe
 
 DEFAULT = Recipe()
@@ -34,9 +34,20 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _reads(args: argparse.Namespace) -> list[Read]:
+def _reads(args: argparse.Namespace, recipe: Recipe) -> list[Read]:
     cache = args.work / "windows"
-    return [r for path in (args.beam, args.locomo) for r in load_or_collect(path, cache, _say)]
+    paths = (args.beam, args.locomo)
+    reads = [r for path in paths for r in load_or_collect(path, cache, _say)]
+    return dated(reads, paths) if recipe.dates else reads
+
+
+def _asks(args: argparse.Namespace, recipe: Recipe) -> list[Read]:
+    """The asking turns and their replies (``Recipe.asks`` > 0), dated as the reads are."""
+    if not recipe.asks:
+        return []
+    paths = (args.beam, args.locomo)
+    found = [r for path in paths for r in load_or_find_asks(path, args.work / "windows")]
+    return dated(found, paths) if recipe.dates else found
 
 
 def score(
@@ -62,11 +73,13 @@ def _fold(
     kept = args.work / f"fold-{n}.json"
     if kept.exists():
         result: dict[str, Any] = json.loads(kept.read_text(encoding="utf-8"))
-        if result["recipe"] == recipe_dict(recipe):
+        # a fold written before a recipe option existed was trained with its default
+        if {**recipe_dict(DEFAULT), **result["recipe"]} == recipe_dict(recipe):
             return result
     training = [r for r in reads if (r.file, r.group) not in held]
+    asked = [r for r in _asks(args, recipe) if (r.file, r.group) not in held]
     _say(f"fold {n}: holding out {sorted(held)}; {len(training)} windows to train on")
-    model, metrics = train(training, recipe, _say, args.threads)
+    model, metrics = train(training, recipe, _say, args.threads, asked)
     folder = args.work / f"fold-{n}"
     exported = export(model, folder)
     which = [i for i, r in enumerate(reads) if (r.file, r.group) in held]
@@ -86,12 +99,19 @@ def recipe_dict(recipe: Recipe) -> dict[str, Any]:
 
 
 def run_heldout(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
-    reads = _reads(args)
+    reads = _reads(args, recipe)
     split = heldout.folds(reads)
     if args.fold is not None:
         return _fold(args, recipe, reads, args.fold, split[args.fold])["training"]  # type: ignore[no-any-return]
-    results = [_fold(args, recipe, reads, n, held) for n, held in enumerate(split)]
+    kept = sorted(set(args.folds)) if args.folds else list(range(len(split)))
+    results = [_fold(args, recipe, reads, n, split[n]) for n in kept]
     per_fold = [{int(i): s for i, s in r["scores"].items()} for r in results]
+    if len(kept) < len(split):
+        # only the chosen folds' held-out questions are reported
+        shown = sorted(i for fold in per_fold for i in fold)
+        renumber = {i: j for j, i in enumerate(shown)}
+        reads = [reads[i] for i in shown]
+        per_fold = [{renumber[i]: s for i, s in fold.items()} for fold in per_fold]
     scores = {i: s for fold in per_fold for i, s in fold.items()}
     index = dict(enumerate(reads))
     betas: dict[int, float] = {}
@@ -104,7 +124,7 @@ def run_heldout(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
     return {
         "command": "python -m slm_fit.reader heldout",
         "recipe": recipe_dict(recipe),
-        "folds": [sorted(map(list, held)) for held in split],
+        "folds": [sorted(map(list, split[n])) for n in kept],
         "betas": chosen,
         "training_seconds": [r["training"]["seconds"] for r in results],
         "training": [r["training"] for r in results],
@@ -119,9 +139,9 @@ def run_train(args: argparse.Namespace, recipe: Recipe, beta: float) -> dict[str
     base = {"sha256": BASE_SHA256, **check_published()}
     if not base["published"]:
         raise SystemExit(f"the base weights are not the published model: {base}")
-    reads = _reads(args)
+    reads = _reads(args, recipe)
     started = time.perf_counter()
-    model, metrics = train(reads, recipe, _say, args.threads)
+    model, metrics = train(reads, recipe, _say, args.threads, _asks(args, recipe))
     exported = export(model, args.out)
     which = list(range(len(reads)))
     scores = score(args.out, recipe, reads, which)
@@ -155,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pool", choices=("cls", "mean"), default=DEFAULT.pool)
     parser.add_argument("--easy", type=int, default=DEFAULT.easy)
     parser.add_argument("--lr", type=float, default=DEFAULT.learning_rate)
+    parser.add_argument(
+        "--dates",
+        action=argparse.BooleanOptionalAction,
+        default=DEFAULT.dates,
+        help="write each memory's event date before its text",
+    )
+    parser.add_argument("--asks", type=int, default=DEFAULT.asks, help="asking-turn lists an epoch")
+    parser.add_argument(
+        "--folds", type=int, nargs="+", help="heldout: report these folds only (default all)"
+    )
     parser.add_argument("--fold", type=int, help="heldout: train and score this fold only")
     parser.add_argument("--threads", type=int, default=1, help="torch threads to train with")
     parser.add_argument("--beta", type=float, default=1.0, help="train: the blend's beta")
@@ -169,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool=args.pool,
         easy=args.easy,
         learning_rate=args.lr,
+        dates=args.dates,
+        asks=args.asks,
     )
     if args.command == "check":
         from slm_fit.reader_model import BASE_SHA256

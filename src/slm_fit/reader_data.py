@@ -19,9 +19,11 @@ dev files are licensed for evaluation only and nothing copied from them is commi
 from __future__ import annotations
 
 import json
+import random
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
 from pathlib import Path
 
 from slm.embed import make_embedder
@@ -34,6 +36,9 @@ from slm_bench.learning_data import Asked, Group
 
 #: Questions of the next group asked of each group, at most.
 FOREIGN = 40
+#: An asking turn's window: the answer, this many nearest other turns, then random others.
+NEAREST = 19
+OTHERS = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +154,87 @@ def load_or_collect(
     reads = collect(path, Settings.from_env(rerank=False, calibration=None), progress)
     save(reads, kept)
     return reads
+
+
+def when(event_time: datetime | str | None) -> str:
+    """A memory's event date as the reader sees it: ``"[8 May 2023] "`` (empty without one)."""
+    if event_time is None:
+        return ""
+    if isinstance(event_time, str):
+        try:
+            event_time = datetime.fromisoformat(event_time)
+        except ValueError:
+            return f"[{event_time}] "
+    return f"[{event_time.day} {event_time:%B %Y}] "
+
+
+def dated(reads: Sequence[Read], paths: Sequence[str | Path]) -> list[Read]:
+    """``reads`` with each memory's text prefixed by its event date (:func:`when`), found by
+    its text among its group's memories (the first memory with that text: a handful of BEAM
+    messages repeat, none of LoCoMo's turns)."""
+    dates: dict[tuple[str, str], dict[str, str]] = {}
+    for path in paths:
+        for group in data.groups(path):
+            kept = dates.setdefault((Path(path).stem, group.name), {})
+            for m in group.memories:
+                kept.setdefault(m.content, when(m.event_time))
+    out = []
+    for read in reads:
+        known = dates.get((read.file, read.group), {})
+        texts = tuple(known.get(t, "") + t if t else t for t in read.texts)
+        out.append(replace(read, texts=texts))
+    return out
+
+
+def asks(path: str | Path, seed: int = 0) -> list[Read]:
+    """The supervision a conversation carries without labels, as windows of kind ``ask``:
+    each turn that asks (its text ends with ``?``) whose next turn is the other speaker's.
+    The asking turn is the question; the window is that next turn (the answer, label 1),
+    the :data:`NEAREST` other turns of the same group nearest the asking turn by slm's
+    embedder (hard negatives: on topic, but not the reply), then :data:`OTHERS` random
+    turns of the group (below the top 20, as :class:`Read` windows put easier rows). The
+    turns next to the asking one (two either side) are never negatives: they may answer
+    it too."""
+    import numpy as np
+
+    name = Path(path).stem
+    embedder = make_embedder(Settings.from_env().embedder)
+    rng = random.Random(seed)
+    out: list[Read] = []
+    for group in data.groups(path):
+        turns = group.memories
+        asking = [
+            i
+            for i in range(len(turns) - 1)
+            if turns[i].content.rstrip().endswith("?") and turns[i].source != turns[i + 1].source
+        ]
+        if not asking:
+            continue
+        vectors = np.asarray(embedder.embed_batch([t.content for t in turns]), dtype=np.float32)
+        for i in asking:
+            near = np.argsort(-(vectors @ vectors[i]), kind="stable")
+            others = [int(j) for j in near if abs(int(j) - i) > 2]
+            nearest = others[:NEAREST]
+            rest = others[NEAREST:]
+            rows = [i + 1, *nearest, *rng.sample(rest, min(len(rest), OTHERS))]
+            out.append(
+                Read(
+                    name,
+                    group.name,
+                    "ask",
+                    turns[i].content,
+                    tuple(turns[j].content for j in rows),
+                    (1,) + (0,) * (len(rows) - 1),
+                )
+            )
+    return out
+
+
+def load_or_find_asks(path: str | Path, cache: Path) -> list[Read]:
+    """:func:`asks` of a dev file, read from ``cache`` (a directory) when there."""
+    kept = cache / f"{Path(path).stem}.asks.json"
+    if kept.exists():
+        return load(kept)
+    found = asks(path)
+    save(found, kept)
+    return found

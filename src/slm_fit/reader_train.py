@@ -47,15 +47,22 @@ class Recipe:
     #: Of each list's negatives, this many are drawn from below the window's top 20
     #: (easier: on topic, but not what slm put first).
     easy: int = 2
+    #: Each memory's event date written before its text (``"[8 May 2023] ..."``,
+    #: :func:`slm_fit.reader_data.dated`), in training and when scored.
+    dates: bool = False
+    #: Lists drawn each epoch (without replacement) from the conversations' own asking
+    #: turns and their replies (:func:`slm_fit.reader_data.asks`; 0: none).
+    asks: int = 0
 
 
 def lists(
     reads: Sequence[Read], recipe: Recipe, rng: random.Random
 ) -> list[list[tuple[str, str, int]]]:
-    """One list of (question, memory, label) per answered training question."""
+    """One list of (question, memory, label) per answered training question (and per
+    asking turn: windows of kind ``ask``)."""
     out = []
     for read in reads:
-        if read.kind != "own" or not read.answered:
+        if read.kind not in ("own", "ask") or not read.answered:
             continue
         positives = [i for i, label in enumerate(read.labels) if label and read.texts[i]]
         if not positives:
@@ -99,9 +106,11 @@ def train(
     recipe: Recipe,
     progress: Callable[[str], None] | None = None,
     threads: int = 1,
+    asked: Sequence[Read] = (),
 ) -> tuple[Any, dict[str, Any]]:
-    """A cross-encoder trained on ``reads``, and the run's metrics. One thread by default:
-    on this shared two-core machine one thread trained five times faster than two."""
+    """A cross-encoder trained on ``reads`` (and ``Recipe.asks`` lists an epoch drawn from
+    ``asked``: windows of kind ``ask``), and the run's metrics. One thread by default: on
+    this shared two-core machine one thread trained five times faster than two."""
     import torch
 
     from slm_fit.reader_model import CrossEncoder, load_base
@@ -123,7 +132,11 @@ def train(
         ],
         weight_decay=0.01,
     )
-    epochs = [lists(reads, recipe, rng) for _ in range(recipe.epochs)]
+    epochs = [
+        lists(reads, recipe, rng)
+        + lists(rng.sample(list(asked), min(len(asked), recipe.asks)), recipe, rng)
+        for _ in range(recipe.epochs)
+    ]
     steps = sum(-(-len(e) // recipe.questions_per_step) for e in epochs)
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -155,6 +168,7 @@ def train(
     return model, {
         "recipe": asdict(recipe),
         "questions": len(epochs[0]) if epochs else 0,
+        "asks_available": len(asked),
         "steps": step,
         "pairs": pairs,
         "seconds": round(seconds, 1),
