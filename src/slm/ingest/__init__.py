@@ -20,7 +20,7 @@ from slm.ingest.entities import extract_entities
 from slm.ingest.facts import Fact, facts
 from slm.ingest.text import terms
 from slm.ingest.timeexpr import referenced_spans
-from slm.models import MemoryRecord, NewMemory, to_micros
+from slm.models import NewMemory, to_micros
 from slm.store import Store
 
 #: At most this many semantic-neighbour edges are made per new memory...
@@ -79,19 +79,16 @@ def nearest_stored(
         return store.vectors.search_many(profile, vectors, k)
     wide = store.vectors.search_many(profile, vectors, k * WIDEN)
     records = store.get_by_keys(profile, {key for found in wide for key, _ in found})
+    ours = {key for key, record in records.items() if record.scope == scope}
     members: set[int] | None = None
     out = []
     for vector, found in zip(vectors, wide, strict=True):
-        mine = [(key, cos) for key, cos in found if _scope(records.get(key)) == scope][:k]
+        mine = [(key, cos) for key, cos in found if key in ours][:k]
         if len(mine) < k and len(found) == k * WIDEN:  # the scope's nearest lie further
             members = store.scope_members(profile, scope) if members is None else members
             mine = store.vectors.search(profile, vector, k, members)
         out.append(mine)
     return out
-
-
-def _scope(record: MemoryRecord | None) -> str | None:
-    return None if record is None else record.scope
 
 
 def semantic_links(
