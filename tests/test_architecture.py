@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "slm"
 #: Lowest first. A module may import its own layer and the layers below it, never above.
 LAYERS: list[set[str]] = [
     {"errors", "models", "validate", "contract", "release"},
-    {"embed", "store", "ingest", "settings"},
+    {"embed", "store", "index", "ingest", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
     {"engine", "inputs", "related", "profiles", "aio", "copy"},

@@ -16,8 +16,8 @@ from click.testing import CliRunner
 
 from slm import Memory, Settings
 from slm.cli import cli
+from slm.index.vectors import GraphIndex
 from slm.store.files import private_directory, write_private
-from slm.store.vectors import GraphIndex
 
 
 def mode(path: Path) -> int:

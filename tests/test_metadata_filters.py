@@ -120,6 +120,7 @@ def test_a_store_from_before_the_index_is_indexed_when_opened(
         "DROP INDEX memories_scope",
         "ALTER TABLE memories DROP COLUMN scope",
         "DROP TABLE memory_fields",
+        "DROP TABLE changes",  # the change feed, after the metadata index
     ):
         run_sql(at, kind, statement)
     if kind == "sqlite":

@@ -17,8 +17,8 @@ from postgres_server import rows as sql
 
 from slm import ConfigError, Memory, Settings, StoreError
 from slm.engine import content_hash
+from slm.index import vector_cache
 from slm.store import Filters
-from slm.store import postgres_vectors as pg
 from slm.store.postgres import PostgresStore, redact
 from slm.store.postgres_schema import MIGRATIONS
 
@@ -152,16 +152,11 @@ def exact(matrix: np.ndarray, keys: list[int], query: np.ndarray, k: int) -> lis
     return [keys[i] for i in sorted(range(len(keys)), key=lambda i: (-scores[i], keys[i]))[:k]]
 
 
-PREFER_INDEXES = (
-    "DO $$ BEGIN "
-    "EXECUTE format('ALTER DATABASE %I SET enable_seqscan = off', current_database()); "
-    "EXECUTE format('ALTER DATABASE %I SET enable_sort = off', current_database()); END $$"
-)
-
-
-def test_vector_search_exact_and_through_hnsw(
+def test_vector_search_exact_and_through_the_graph(
     postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The server's vectors are searched in this process, as SQLite's are: exactly, or
+    through a graph index once a profile is large (made small here)."""
     matrix = random_units(300)
     table = {f"v{i}": matrix[i] for i in range(len(matrix))}
 
@@ -174,32 +169,25 @@ def test_vector_search_exact_and_through_hnsw(
         def health(self) -> dict[str, object]:
             return {"healthy": True}
 
-    # On a table this small the planner would scan it: make it take the index when it may.
-    sql(postgres_dsn, "postgres", PREFER_INDEXES)
     with Memory(dsn=postgres_dsn, embedder=Table()) as memory:  # type: ignore[arg-type]
         keys = [r.key for r in memory.remember_many([{"content": t} for t in table])]
         store, queries = memory.store, random_units(20, seed=11)
-        literal = "[" + ",".join(map(str, queries[0].tolist())) + "]"
-        plan = sql(
-            postgres_dsn,
-            "postgres",
-            f"EXPLAIN SELECT key FROM embeddings WHERE profile = 'default' "
-            f"ORDER BY vector <=> '{literal}' LIMIT 10",
-        )
-        assert "embeddings_hnsw" in str(plan)
         allowed = set(keys[::7])
         for query in queries:
             found = store.vectors.search("default", query, 10, None)
             assert [k for k, _ in found] == exact(matrix, keys, query, 10)
             assert found[0][1] == pytest.approx(float(matrix[keys.index(found[0][0])] @ query))
-        monkeypatch.setattr(pg, "EXACT_SCAN_LIMIT", 0)  # force the index
-        hits = 0
+        assert store.health()["vector_indexes"]["default"]["kind"] == "exact"
+    monkeypatch.setattr(vector_cache, "EXACT_MAX", 100)  # a graph from 100 vectors on
+    with Memory(dsn=postgres_dsn, embedder=Table()) as memory:  # type: ignore[arg-type]
+        store, hits = memory.store, 0
         for query in queries:
             found = [k for k, _ in store.vectors.search("default", query, 10, None)]
             hits += len(set(found) & set(exact(matrix, keys, query, 10)))
             filtered = store.vectors.search("default", query, 10, allowed, below=keys[150])
             assert len(filtered) == 10
             assert all(k in allowed and k < keys[150] for k, _ in filtered)
+        assert store.health()["vector_indexes"]["default"]["kind"] == "graph"
         assert hits / (10 * len(queries)) >= 0.9
 
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import slm.store.sqlite_vectors as sqlite_vectors
+import slm.index.vector_cache as sqlite_vectors
 from slm import Memory, Settings
+from slm.index.vectors import ExactIndex, GraphIndex
 from slm.store.sqlite import SQLiteStore
-from slm.store.vectors import ExactIndex, GraphIndex
 
 DIM = 16
 
@@ -180,7 +180,7 @@ def test_killed_writer_leaves_a_usable_index(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     script = f"""
 import os, signal, numpy as np
-import slm.store.sqlite_vectors as sv
+import slm.index.vector_cache as sv
 sv.EXACT_MAX = 50
 sv.SAVE_EVERY = 10**9
 from slm.store.sqlite import SQLiteStore

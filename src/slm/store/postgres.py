@@ -3,8 +3,12 @@
 The same tables, derived data and BM25 statistics as the SQLite store (see
 :mod:`slm.store.postgres_schema`), written by the same code (:mod:`slm.store.relational`)
 over PostgreSQL's dialect (:mod:`slm.store.postgres_dialect`), so both answer every
-:class:`~slm.store.base.Store` call alike. Vectors live in pgvector with HNSW indexes
-(:mod:`slm.store.postgres_vectors`).
+:class:`~slm.store.base.Store` call alike. Vectors are stored in pgvector columns and
+searched in this process, as SQLite's are: each server keeps its own vector indexes and its
+read cache current from the change feed (:mod:`slm.index.vector_cache`,
+:mod:`slm.store.feed`), whose head it reads once at the start of each recall. So several
+servers share one PostgreSQL, and a write acknowledged by one is seen by the next recall of
+every other.
 
 Concurrency: connections come from a small pool, one per calling thread. Every write is
 one transaction that first takes a per-profile advisory lock, so writers to one profile
@@ -27,13 +31,14 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
+from slm.index.vector_cache import Vectors
+from slm.index.vectors import Matrix
 from slm.models import NewMemory
 from slm.store import fields
 from slm.store.base import Cursor
 from slm.store.postgres_dialect import PostgresDialect
 from slm.store.postgres_schema import migrate
-from slm.store.postgres_vectors import PostgresVectors
-from slm.store.readcache import Kept
+from slm.store.readcache import Kept, ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 
@@ -83,7 +88,8 @@ class PostgresStore(Relational):
                 open=False,
             )
             self._pool.open(wait=True, timeout=30.0)
-            self.vectors = PostgresVectors(self._cursor, dim)
+            self.cache = ReadCache(self.feed_head)
+            self.vectors = Vectors(self, None, dim, "", self.cache.version)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
 
@@ -128,16 +134,33 @@ class PostgresStore(Relational):
         with self._cursor() as cur:
             return work(cur)
 
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
+        rows = self._rows(sql, params, binary=True)
+        matrix = np.zeros((len(rows), self.dim), dtype=np.float32)
+        for i, (_, vector) in enumerate(rows):
+            matrix[i] = vector.to_numpy()
+        return [int(row[0]) for row in rows], matrix
+
     def change(
         self,
         profile: str | None,
         work: Callable[[Cursor], T],
         *,
         lasting: bool = True,
-        kept: Kept | None = None,  # nothing is kept (ReadCache(None)), so nothing to spare
+        kept: Kept | None = None,
     ) -> T:
-        with self._write(profile, lasting) as cur:
-            return work(cur)
+        if profile is None:  # nothing the read cache or the indexes keep
+            with self._write(profile, lasting) as cur:
+                return work(cur)
+        committed = False
+        try:
+            with self._write(profile, lasting) as cur:
+                result = self.recorder.wrap(profile, work)(cur)
+            committed = True
+            return result
+        finally:
+            self.cache.clear(kept if committed else None)
+            self.vectors.written()
 
     # -- writes -----------------------------------------------------------------------
 
@@ -171,35 +194,14 @@ class PostgresStore(Relational):
     def _insert_vectors(
         self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
     ) -> None:
-        """Also the profile's vector sum (for :meth:`mean_vector`)."""
-        if not fresh:
-            return
-        vectors = [np.frombuffer(m.vector, dtype="<f4") for _, m in fresh]
         cur.executemany(
             "INSERT INTO embeddings (key, profile, vector) VALUES (%s, %s, %s)",
-            [(key, profile, v) for (key, _), v in zip(fresh, vectors, strict=True)],
+            [(key, profile, np.frombuffer(m.vector, dtype="<f4")) for key, m in fresh],
         )
-        self._add_to_sum(cur, profile, np.sum(vectors, axis=0, dtype=np.float64), len(fresh))
 
     def _delete_vectors(self, cur: Cursor, profile: str, keys: Sequence[int]) -> None:
-        rows = cur.execute(
-            "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s) RETURNING vector",
-            (profile, list(keys)),
-        )
-        gone = [row[0].to_numpy() for row in rows.fetchall()]
-        if gone:
-            self._add_to_sum(cur, profile, -np.sum(gone, axis=0, dtype=np.float64), -len(gone))
-
-    def _add_to_sum(self, cur: Cursor, profile: str, total: Any, count: int) -> None:
-        """Keep the profile's vector sum in the same transaction."""
-        row = cur.execute(
-            "SELECT n, total FROM vector_sums WHERE profile = %s FOR UPDATE", (profile,)
-        ).fetchone()
-        n, old = (row[0], np.asarray(row[1], dtype=np.float64)) if row else (0, 0.0)
         cur.execute(
-            "INSERT INTO vector_sums (profile, n, total) VALUES (%s, %s, %s) "
-            "ON CONFLICT (profile) DO UPDATE SET n = excluded.n, total = excluded.total",
-            (profile, n + count, (old + total).tolist()),
+            "DELETE FROM embeddings WHERE profile = %s AND key = ANY(%s)", (profile, list(keys))
         )
 
     # -- lifecycle --------------------------------------------------------------------
@@ -214,6 +216,7 @@ class PostgresStore(Relational):
             "server_version": version,
             "pgvector": pgvector,
             "pool": {"size": stats.get("pool_size", 0), "max": self._pool.max_size},
+            "vector_indexes": self.vectors.info(),
         }
 
     def close(self) -> None:

@@ -11,7 +11,8 @@ the same derived data and the same BM25 statistics; the differences are PostgreS
   SQLite, whatever the server's locale.
 - ``passages`` (a memory's further passages and standing statements) has a partial HNSW
   index over the passages.
-- there is no ``forgotten`` log: no process keeps a vector cache to bring up to date.
+- ``changes``, the change feed (``slm.store.feed``), is the same table: each server's
+  in-memory indexes follow it.
 
 Times are microseconds since the epoch (``bigint``) exactly as in SQLite, so copies
 between the stores are exact. Each migration runs in one transaction under an advisory
@@ -185,6 +186,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE memories ADD COLUMN scope text NOT NULL DEFAULT '';
     CREATE INDEX memories_scope ON memories (profile, scope, key);
+    """,
+    """
+    CREATE TABLE changes (
+        profile text NOT NULL, seq bigint NOT NULL,
+        written text NOT NULL, forgotten text NOT NULL, rederived boolean NOT NULL,
+        PRIMARY KEY (profile, seq)
+    );
     """,
 )
 #: The migration after which the metadata fields index is filled from stored memories.

@@ -5,8 +5,9 @@ Every recall reads these rows again for the memories it ranks (tens to hundreds 
 mostly the same ones from question to question), and reading them through SQL is a large
 part of a recall's time after the question's embedding. The store stays the truth: the
 cache is emptied by every write of the store's own connection and whenever another
-connection committed (``version``, SQLite's ``PRAGMA data_version``), checked on every
-read, or once for all the reads of one recall (:meth:`ReadCache.pinned`). A fetch that
+connection committed (``version``: SQLite's ``PRAGMA data_version``, PostgreSQL's feed head
+of the profile, slm.store.feed), checked on every read, or once for all the reads of one
+recall (:meth:`ReadCache.pinned`). A fetch that
 overlapped a write of this process is returned but not kept, so a value read before a commit
 never outlives it.
 
@@ -24,9 +25,8 @@ postings are the longest read of a recall (up to 500 rows for a common term). An
 memories drops them (new memories add postings).
 
 Memory is bounded: each kind keeps at most :data:`LIMIT` keys (postings:
-:data:`POSTINGS_LIMIT` terms, about 16 MB at most), the oldest read leaving first. A store
-that cannot tell when another process wrote (PostgreSQL with several servers) uses
-``ReadCache(None)``, which reads through every time.
+:data:`POSTINGS_LIMIT` terms, about 16 MB at most), the oldest read leaving first.
+``ReadCache(None)`` keeps nothing and reads through every time.
 """
 
 from __future__ import annotations
@@ -60,17 +60,17 @@ class Kept:
 
 
 class ReadCache:
-    """Rows per memory key, valid while ``version()`` is unchanged and this process did
-    not write (:meth:`clear`); without ``version``, nothing is kept."""
+    """Rows per memory key, valid while ``version(profile)`` is unchanged and this process
+    did not write (:meth:`clear`); without ``version``, nothing is kept."""
 
-    def __init__(self, version: Callable[[], int] | None, limit: int = LIMIT) -> None:
+    def __init__(self, version: Callable[[str], int] | None, limit: int = LIMIT) -> None:
         self._version = version
-        self._seen = -1
+        self._seen: dict[str, int] = {}
         self._limit = limit
         self._generation = 0
         self._lock = threading.Lock()
         self._kinds: dict[str, dict[tuple[str, int | str], Any]] = {}
-        self._local = threading.local()  # .pinned: this thread is inside pinned()
+        self._local = threading.local()  # .pinned: the profile this thread pinned
 
     def clear(self, kept: Kept | None = None) -> None:
         """This process wrote: nothing kept may be read again, except what ``kept`` names.
@@ -102,8 +102,8 @@ class ReadCache:
         :data:`LIMIT`)."""
         if self._version is None:
             return fetch(list(dict.fromkeys(keys)))
-        if not getattr(self._local, "pinned", False):
-            self._follow()
+        if getattr(self._local, "pinned", None) != profile:
+            self._follow(profile)
         generation = self._generation
         kept = self._kinds.setdefault(kind, {})
         found: dict[K, V] = {}
@@ -131,35 +131,35 @@ class ReadCache:
         return self.keyed(kind, profile, (0,), lambda _: {0: fetch()})[0]
 
     @contextmanager
-    def pinned(self) -> Iterator[None]:
-        """Other connections' commits checked once for every read this thread makes inside
-        (a recall's twenty-odd): one that commits meanwhile is seen from the next check on,
-        so nothing read before it outlives the recall. Writes of this process still empty
-        the cache at once."""
-        if self._version is None or getattr(self._local, "pinned", False):
+    def pinned(self, profile: str) -> Iterator[None]:
+        """Other connections' commits to ``profile`` checked once for every read this
+        thread makes of it inside (a recall's twenty-odd): one that commits meanwhile is
+        seen from the next check on, so nothing read before it outlives the recall. Writes
+        of this process still empty the cache at once."""
+        if self._version is None or getattr(self._local, "pinned", None) is not None:
             yield
             return
-        self._local.version = self._follow()
-        self._local.pinned = True
+        self._local.version = self._follow(profile)
+        self._local.pinned = profile
         try:
             yield
         finally:
-            self._local.pinned = False
+            self._local.pinned = None
 
-    def version(self) -> int:
-        """The count of other connections' commits: as checked when this thread pinned the
-        cache, else read now (the vector indexes follow commits with it too)."""
+    def version(self, profile: str) -> int:
+        """What tells whether ``profile`` changed: as checked when this thread pinned it,
+        else read now (the indexes of slm.index follow commits with it too)."""
         assert self._version is not None
-        if getattr(self._local, "pinned", False):
+        if getattr(self._local, "pinned", None) == profile:
             return int(self._local.version)
-        return self._version()
+        return self._version(profile)
 
-    def _follow(self) -> int:
-        """Empty the cache when another connection committed since the last read; the
-        version read."""
+    def _follow(self, profile: str) -> int:
+        """Empty the cache when another connection committed to ``profile`` since it was
+        last read; the version read."""
         assert self._version is not None
-        version = self._version()
-        if version != self._seen:
+        version = self._version(profile)
+        if version != self._seen.get(profile):
             self.clear()
-            self._seen = version
+            self._seen[profile] = version
         return version

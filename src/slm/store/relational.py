@@ -24,7 +24,7 @@ from typing import Any, ClassVar, TypeVar
 
 from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
-from slm.store import derived, feedback, fields, lifecycle, sql
+from slm.store import derived, feed, feedback, fields, lifecycle, sql
 from slm.store.base import (
     SCOPE_KEYS_META,
     Cursor,
@@ -70,6 +70,19 @@ class Relational(ABC):
     @functools.cached_property
     def versions(self) -> lifecycle.RelationalVersions:
         return lifecycle.RelationalVersions(self)
+
+    @functools.cached_property
+    def recorder(self) -> feed.Recorder:
+        """What the write under way changed, appended to the change feed as it commits."""
+        return feed.Recorder(self.mark)
+
+    def feed_head(self, profile: str) -> int:
+        """The profile's last change's sequence number (:mod:`slm.store.feed`)."""
+        return feed.head(self.select, self.mark, profile)
+
+    def changes_since(self, profile: str, seq: int, limit: int = 10_000) -> list[feed.Change]:
+        """The profile's changes after ``seq``, in order: the one way to learn what changed."""
+        return feed.since(self.select, self.mark, profile, seq, limit)
 
     # -- what a store supplies ------------------------------------------------------------
 
@@ -245,6 +258,8 @@ class Relational(ABC):
                         "AND x.scope <> y.scope)"
                     )
                 cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
+                for profile in sorted({p for _, _, p, _, _, _, _ in rows}):
+                    feed.append(cur, m, profile, feed.Pending(rederived=True))
             cur.execute(self._set_meta, (SCOPE_KEYS_META, json.dumps(list(keys))))
             return len(changed)
 
@@ -346,6 +361,7 @@ class Relational(ABC):
                     known[item.content_hash] = pair
                 results.append(Stored(*known[item.content_hash], created=pair is not None))
             self._insert_vectors(cur, profile, fresh)
+            self.recorder.written(key for key, _ in fresh)
             changed.update(key for key, _ in fresh)
             changed.update(derived.insert(cur, self.dialect, profile, fresh))
             fields.insert(cur, self.mark, profile, fresh)
@@ -371,6 +387,7 @@ class Relational(ABC):
             keys = [key for key, _, _ in rows]
             derived.delete_passages(cur, self.dialect, keys)
             self._delete_vectors(cur, profile, keys)
+            self.recorder.forgotten(keys)
             for part in self.dialect.slices(keys):
                 marks = ", ".join([m] * len(part))
                 cur.execute(f"DELETE FROM memories WHERE key IN ({marks})", part)
@@ -402,6 +419,7 @@ class Relational(ABC):
             # what is kept of the edges outside the rows (SQLite's edge arrays, in every
             # process) is read again
             cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
+            self.recorder.rederived()
 
         self.change(profile, work)
 

@@ -3,8 +3,8 @@
 Memories and every derived table live in the same file and change in the same
 transaction, so a crash leaves either the whole memory or none of it. Vectors are also
 held in an in-process index per profile (exact, or an HNSW graph for large profiles,
-saved beside the file with a watermark) that follows the rows: see
-:mod:`slm.store.sqlite_vectors`.
+saved beside the file with the feed position it reflects) that follows the store's change
+feed: see :mod:`slm.index.vector_cache`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
 ``remember`` returns, even across a power cut (the recall log alone commits without waiting
@@ -21,7 +21,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from slm.errors import StoreError
+from slm.index.vector_cache import Vectors
+from slm.index.vectors import Matrix
 from slm.models import NewMemory
 from slm.store import fields
 from slm.store.base import Cursor, Postings
@@ -33,7 +37,6 @@ from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_dialect import SQLiteDialect
 from slm.store.sqlite_edges import EdgeCache, Edges
 from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
-from slm.store.sqlite_vectors import SQLiteVectors, new_store_id
 
 T = TypeVar("T")
 
@@ -61,9 +64,9 @@ class SQLiteStore(Relational):
         except BaseException:
             self._conn.close()
             raise
-        self.cache = ReadCache(self._conn.data_version)
+        self.cache = ReadCache(lambda _: self._conn.data_version())
         folder = Path(f"{self.path}.index")
-        self.vectors = SQLiteVectors(self._conn, folder, dim, store_id, self.cache.version)
+        self.vectors = Vectors(self, folder, dim, store_id, self.cache.version, self._conn.lock)
         self.edges = EdgeCache(self._conn, folder, store_id, self.cache.version)
         self._allowed = fields.AllowedKeys()
 
@@ -102,6 +105,11 @@ class SQLiteStore(Relational):
     def _read(self, work: Callable[[Cursor], T]) -> T:
         return self._conn.read(work)
 
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
+        rows = self._conn.rows(sql, params)
+        matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
+        return [r[0] for r in rows], matrix.reshape(len(rows), self.dim)
+
     def change(
         self,
         profile: str | None,
@@ -116,7 +124,7 @@ class SQLiteStore(Relational):
             return self._conn.write(work, lasting=lasting)
         committed = False
         try:
-            result = self._write(work)
+            result = self._write(self.recorder.wrap(profile, work))
             committed = True
             return result
         finally:
@@ -182,21 +190,16 @@ class SQLiteStore(Relational):
         )
 
     def _delete_vectors(self, cur: Cursor, profile: str, keys: Sequence[int]) -> None:
-        """Also the memories' tags, and a line each in the ``forgotten`` log that tells the
-        vector caches of other processes to drop them."""
+        """Also the memories' tags."""
         cur.executemany("DELETE FROM embeddings WHERE key = ?", [(key,) for key in keys])
         cur.executemany(
             "DELETE FROM memory_tags WHERE profile = ? AND key = ?", [(profile, k) for k in keys]
         )
-        cur.executemany(
-            "INSERT INTO forgotten (profile, key) VALUES (?, ?)", [(profile, k) for k in keys]
-        )
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """See :meth:`Relational.rederive`; the passage indexes are dropped, to be built
-        again from the rows when next searched."""
+        """See :meth:`Relational.rederive`; the edge arrays are dropped, to be built again
+        from the rows when next read (the passage indexes learn it from the feed)."""
         super().rederive(profile, items)
-        self.vectors.rederived(profile)
         self.edges.drop(profile)
 
     # -- reads ------------------------------------------------------------------------
@@ -231,3 +234,13 @@ class SQLiteStore(Relational):
     def close(self) -> None:
         self.vectors.save_all()
         self._conn.close()
+
+
+def new_store_id(db: sqlite3.Connection) -> str:
+    """This database's identity (created once), which saved indexes must match."""
+    row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
+    if row:
+        return str(row[0])
+    value = secrets.token_hex(16)
+    db.execute("INSERT INTO meta (key, value) VALUES ('store_id', ?)", (value,))
+    return value

@@ -7,13 +7,14 @@ never read before, so their rows came from SQLite one statement at a time. Here 
 edges are one table sorted by source (``src``, ``dst``, ``weight``, ``kind``), with each
 source's first row (``keys``, ``starts``); a memory's edges are a slice of it.
 
-Kept in step with the rows, as the vector indexes are (:mod:`slm.store.sqlite_vectors`):
+Kept in step with the rows, as the vector indexes are (:mod:`slm.index.vector_cache`):
 
 - Edges are only ever added together with a new memory, and every edge added names one
   (a turn and the one before it, a memory and its similar neighbours). Keys only grow, so
   the edges written since the memory ``seen`` are those ``src > seen OR dst > seen``.
 - Forgetting a memory removes its edges and joins its turns before and after; every memory
-  whose edges that changes had an edge to it, so those are read again (``forgotten`` log).
+  whose edges that changes had an edge to it, so those are read again (the keys forgotten
+  in the change feed, slm.store.feed).
 - ``slm reindex`` writes every edge again: it changes the store's ``edges epoch`` (in
   ``meta``, in the same transaction), and the arrays are read whole again.
 
@@ -22,7 +23,7 @@ memory's edges whole), and merged into new arrays once it covers more than
 :data:`OVERLAY_SHARE` of their memories (at least :data:`OVERLAY_MIN`). Profiles of at
 least :data:`SAVE_MIN` memories are then saved beside the database
 (``<file>.index/<profile>#edges.json`` and its data file, with the watermark: the last key
-and forgotten sequence number they reflect) and opened from there, so opening a large
+and the feed's sequence number they reflect) and opened from there, so opening a large
 store reads only the edges written since from SQLite. The first recall of a large
 profile with no saved arrays reads its edges whole (1.4 s for the 790k edges of 100k
 memories: 0.8 s of SQL, 0.6 s building the arrays), once. Saved arrays of more than
@@ -191,7 +192,7 @@ class EdgeState:
     arrays: EdgeArrays
     #: the highest memory key whose edges are caught up (arrays and overlay)
     seen: int = 0
-    #: the highest ``forgotten`` sequence number caught up
+    #: the change feed's sequence number caught up
     forgotten_seq: int = 0
     #: the store's edges epoch when caught up
     epoch: str = ""
@@ -218,7 +219,7 @@ class EdgeCache:
     reading the store while one reads edges here."""
 
     def __init__(
-        self, conn: Connection, folder: Path, store_id: str, version: Callable[[], int]
+        self, conn: Connection, folder: Path, store_id: str, version: Callable[[str], int]
     ) -> None:
         self._conn = conn
         self._lock = threading.RLock()
@@ -273,7 +274,7 @@ class EdgeCache:
         state = self.states.get(profile)
         if state is None:
             return self.states.setdefault(profile, self._open(profile))
-        version = self._version()
+        version = self._version(profile)
         if state.dirty or version != state.data_version:
             state.data_version, state.dirty = version, False
             self._conn.snapshot(lambda db: self._catch_up(db, profile, state))
@@ -282,7 +283,7 @@ class EdgeCache:
     def _open(self, profile: str) -> EdgeState:
         """From the saved arrays when they describe this database, caught up; otherwise
         read whole from the rows."""
-        version = self._version()
+        version = self._version(profile)
         manifest = read_manifest(self.folder / f"{profile}{_SUFFIX}.json")
         arrays = None
         if manifest is not None and self._conn.snapshot(
@@ -295,7 +296,7 @@ class EdgeCache:
             if len(state.arrays) >= SAVE_MIN:
                 self._save(profile, state)
             return state
-        top, seq = int(manifest["top"]), int(manifest["forgotten_seq"])
+        top, seq = int(manifest["top"]), int(manifest["feed_seq"])
         state = EdgeState(arrays, top, seq, str(manifest["epoch"]), top, seq)
         state.data_version = version
         self._conn.snapshot(lambda db: self._catch_up(db, profile, state))
@@ -303,20 +304,20 @@ class EdgeCache:
 
     def _belongs(self, db: sqlite3.Connection, profile: str, manifest: Mapping[str, Any]) -> bool:
         """Whether saved arrays describe this database's profile at a point it has passed
-        (as :meth:`VectorCache._belongs <slm.store.sqlite_vectors.VectorCache>` checks)."""
+        (as :meth:`VectorCache._belongs <slm.index.vector_cache.VectorCache>` checks)."""
         try:
-            top, seq = int(manifest["top"]), int(manifest["forgotten_seq"])
+            top, seq = int(manifest["top"]), int(manifest["feed_seq"])
             same = (manifest["store_id"], manifest["profile"], manifest["epoch"])
         except (KeyError, TypeError, ValueError):
             return False
-        now_top, now_seq, epoch = _watermark(db)
+        now_top, now_seq, epoch = _watermark(db, profile)
         if same != (self.store_id, profile, epoch) or top > now_top or seq > now_seq:
             return False
         row = db.execute("SELECT id FROM memories WHERE key = ?", (top,)).fetchone()
         return row is None or row[0] == manifest.get("last_id", row[0])
 
     def _read_whole(self, db: sqlite3.Connection, profile: str) -> EdgeState:
-        top, seq, epoch = _watermark(db)
+        top, seq, epoch = _watermark(db, profile)
         rows = db.execute(
             "SELECT src, dst, weight, kind FROM edges WHERE profile = ? ORDER BY src, dst, kind",
             (profile,),
@@ -326,7 +327,7 @@ class EdgeCache:
     def _catch_up(self, db: sqlite3.Connection, profile: str, state: EdgeState) -> None:
         """Bring ``state`` to the rows of this read transaction (see the module docstring);
         merge and save the arrays when what changed has grown large."""
-        top, seq, epoch = _watermark(db)
+        top, seq, epoch = _watermark(db, profile)
         if epoch != state.epoch:
             state.rebuilt(self._read_whole(db, profile).arrays, top, seq)
             state.seen, state.forgotten_seq, state.epoch = top, seq, epoch
@@ -339,11 +340,12 @@ class EdgeCache:
         ):
             changed[src][(dst, kind)] = weight
         gone = [
-            key
-            for (key,) in db.execute(
-                "SELECT key FROM forgotten WHERE profile = ? AND seq > ?",
+            int(key)
+            for (keys,) in db.execute(
+                "SELECT forgotten FROM changes WHERE profile = ? AND seq > ? AND forgotten <> ''",
                 (profile, state.forgotten_seq),
             )
+            for key in keys.split()
         ]
         touched = {dst for key in gone for dst, _, _ in self._edges_of(state, key)} - set(gone)
         for key in touched:
@@ -379,7 +381,7 @@ class EdgeCache:
             "profile": profile,
             "epoch": state.epoch,
             "top": state.built,
-            "forgotten_seq": state.built_seq,
+            "feed_seq": state.built_seq,
             "last_id": rows[0][0] if rows else None,
         }
         try:
@@ -394,12 +396,13 @@ class EdgeCache:
             state.arrays = mapped
 
 
-def _watermark(db: sqlite3.Connection) -> tuple[int, int, str]:
-    """The highest memory key handed out, the last ``forgotten`` sequence number and the
+def _watermark(db: sqlite3.Connection, profile: str) -> tuple[int, int, str]:
+    """The highest memory key handed out, the profile's last change in the feed and the
     edges epoch, as this read transaction sees them."""
     top, seq = db.execute(
         "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
-        "coalesce((SELECT max(seq) FROM forgotten), 0)"
+        "coalesce((SELECT max(seq) FROM changes WHERE profile = ?), 0)",
+        (profile,),
     ).fetchone()
     row = db.execute("SELECT value FROM meta WHERE key = ?", (EDGES_EPOCH,)).fetchone()
     return int(top), int(seq), str(row[0]) if row else ""

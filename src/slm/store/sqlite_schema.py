@@ -8,8 +8,9 @@ Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embe
 ``mentions`` (entity graph), ``memory_times`` (dates referenced in the text), ``edges``
 (memory-memory graph: neighbouring turns and semantic neighbours). ``passages``
 holds further vectors of a memory: its passages beyond the first (for texts longer than
-the model reads) and its standing statements (migration 7). ``forgotten`` logs removed
-keys so other processes' in-memory indexes can follow. ``memories.valid_from`` (NULL: the
+the model reads) and its standing statements (migration 7). ``changes`` is the change
+feed other processes' in-memory indexes follow (``slm.store.feed``; migration 13, which
+replaced the ``forgotten`` log). ``memories.valid_from`` (NULL: the
 event time), ``valid_to`` and ``superseded_by`` say when a memory holds; ``fact_slots`` and
 ``fact_updates`` hold the facts memories state and their probable updates (migration 8,
 see ``slm.store.lifecycle``). ``memories.scope`` says who a memory belongs to within its
@@ -180,6 +181,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE memories ADD COLUMN scope TEXT NOT NULL DEFAULT '';
     CREATE INDEX memories_scope ON memories (profile, scope, key);
+    """,
+    """
+    CREATE TABLE changes (
+        profile TEXT NOT NULL, seq INTEGER NOT NULL,
+        written TEXT NOT NULL, forgotten TEXT NOT NULL, rederived INTEGER NOT NULL,
+        PRIMARY KEY (profile, seq)
+    ) WITHOUT ROWID;
+    DROP TABLE IF EXISTS forgotten;
     """,
 )
 

@@ -53,16 +53,18 @@ def _faiss() -> Any:
 
 
 def _ordered(keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: int) -> Pairs:
-    """The ``k`` best (key, score) pairs, highest score first, ties by key; -inf dropped."""
+    """The ``k`` best (key, score) pairs, highest score first, ties by key (at the k-th
+    place too, whatever order the rows are in); -inf dropped."""
     if len(keys) == 0 or k <= 0:
         return []
     if k < len(keys):
-        top = np.argpartition(-scores, k - 1)[:k]
+        kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
+        top = np.flatnonzero(scores >= kth)
         keys, scores = keys[top], scores[top]
     finite = np.isfinite(scores)
     if not finite.all():
         keys, scores = keys[finite], scores[finite]
-    order = np.lexsort((keys, -scores))  # as arrays: a search returns hundreds of pairs
+    order = np.lexsort((keys, -scores))[:k]  # as arrays: a search returns hundreds of pairs
     return list(zip(keys[order].tolist(), scores[order].tolist(), strict=True))
 
 

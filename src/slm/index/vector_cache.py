@@ -1,0 +1,441 @@
+"""A store's vector indexes, held in this process: one per profile and :class:`Source`
+(the memories' own vectors in ``embeddings``; their further passages and their standing
+statements in ``passages``), each following the store's change feed (:mod:`slm.store.feed`).
+
+The same code serves both stores. An index is built from the rows the first time a profile
+is searched (the feed's head read first, so a change committed while the rows are read is
+applied again, harmlessly: adding a key held and removing a key gone do nothing) and then
+kept current from the feed: before a search, when the store may have changed (SQLite: its
+``data_version`` or a write of this process; PostgreSQL: the profile's feed head, read once
+per recall), the changes after the index's sequence number are applied. Memory keys are
+never reused, so a change's keys say everything: the vectors of written keys are read,
+forgotten ones removed, and a change that wrote passages again rebuilds the passage
+indexes. Several processes on one SQLite file, or several servers on one PostgreSQL, each
+keep their own indexes this way, and a write any of them acknowledged is searched by the
+next recall of every other.
+
+A large profile's graph index is saved beside an SQLite file (``<file>.index/<profile>.json``
++ a data file) with the sequence number it reflects, so opening a store applies only the
+changes after it. A crash at any point leaves either the previous saved pair or none, never
+a torn one; an index saved for another database (another ``store_id``), another dimension,
+or a feed position the rows have not reached (a database restored from an older copy) is
+ignored and rebuilt.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from slm.index.vectors import EXACT_MAX, ExactIndex, GraphIndex, Matrix, VectorIndex, graph_from
+from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
+from slm.store.dialect import Dialect
+from slm.store.feed import Change
+from slm.store.files import data_files
+
+#: Changes read per statement while catching up, and keys per statement of vectors read.
+_BATCH = 10_000
+#: Rows read per statement while building (bounds memory at open).
+_ROWS = 50_000
+#: A graph index is saved once this many changes (or a quarter of its size) are unsaved.
+SAVE_EVERY = 20_000
+#: The format of saved manifests: one of another format is not used.
+FORMAT = "feed-1"
+
+
+class Followed(Protocol):
+    """What an index reads of the store it follows (:class:`slm.store.relational.Relational`)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def mark(self) -> str: ...
+
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def select_in(self, head: str, profile: str, values: Sequence[Any]) -> list[Any]: ...
+
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
+        """The (key, vector) rows of ``sql``: their keys and their vectors as a matrix."""
+        ...
+
+    def feed_head(self, profile: str) -> int: ...
+
+    def changes_since(self, profile: str, seq: int, limit: int = ...) -> list[Change]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """The rows an index follows: those of ``table`` meeting ``condition``, keyed by
+    ``key``. One memory owns ``span`` consecutive keys (its key times ``span`` onwards),
+    so a forgotten memory's keys are known without reading them."""
+
+    table: str
+    condition: str = ""
+    span: int = 1
+    #: appended to the profile to name the saved index (``#`` is never in a profile)
+    suffix: str = ""
+
+
+MEMORY_VECTORS = Source("embeddings")
+PASSAGES = Source("passages", "AND kind = 'passage'", PASSAGE_SPAN, "#passages")
+STANDING = Source("passages", "AND kind <> 'passage'", PASSAGE_SPAN, "#standing")
+
+
+@dataclass
+class IndexState:
+    index: VectorIndex
+    #: the feed's sequence number of the last change applied
+    seq: int = 0
+    #: the highest memory key applied (the restored-copy check of a saved index)
+    max_key: int = 0
+    dirty: bool = False
+    unsaved: int = 0
+    #: the store's version when this index last caught up (``version``)
+    version: int = -1
+    #: memory key -> its keys in the index, ascending (built on demand, reset on change)
+    owned: dict[int, list[int]] | None = None
+
+
+class VectorCache:
+    """Per-profile vector indexes over one :class:`Source` of a store (callers hold the
+    lock of :class:`Vectors`)."""
+
+    def __init__(
+        self,
+        store: Followed,
+        folder: Path | None,
+        dim: int,
+        store_id: str,
+        source: Source,
+        version: Callable[[str], int],
+    ) -> None:
+        self._store = store
+        #: a number that changes when the profile may have changed: SQLite's
+        #: ``data_version``, PostgreSQL's feed head (pinned for the length of a recall)
+        self._version = version
+        self.folder = folder
+        self.dim = dim
+        self.store_id = store_id
+        self.source = source
+        self.states: dict[str, IndexState] = {}
+
+    def mark_dirty(self) -> None:
+        """This process committed a write: every index must look for changes."""
+        for state in self.states.values():
+            state.dirty = True
+
+    def index(self, profile: str) -> VectorIndex:
+        """The profile's index, brought up to date with the rows."""
+        state = self.states.get(profile)
+        if state is None:
+            version = self._version(profile)
+            state = self.states[profile] = self._open(profile)
+            state.version = version
+            self._catch_up(profile, state)
+        elif state.dirty or self._version(profile) != state.version:
+            state.version = self._version(profile)
+            self._catch_up(profile, state)
+        return state.index
+
+    def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
+        """The vectors each of ``memories`` owns in the profile's index (for a source of
+        several keys per memory), in key order; memories owning none are left out."""
+        index = self.index(profile)
+        state = self.states[profile]
+        if state.owned is None:
+            grouped: dict[int, list[int]] = {}
+            for key in sorted(index.keys()):
+                grouped.setdefault(key // self.source.span, []).append(key)
+            state.owned = grouped
+        found = [(memory, keys) for memory in memories if (keys := state.owned.get(memory))]
+        vectors = index.get([key for _, keys in found for key in keys]) if found else None
+        if vectors is None:
+            return {}
+        bounds = np.cumsum([0, *(len(keys) for _, keys in found)])
+        return {memory: vectors[bounds[i] : bounds[i + 1]] for i, (memory, _) in enumerate(found)}
+
+    def loaded(self, profile: str) -> VectorIndex | None:
+        state = self.states.get(profile)
+        return state.index if state is not None else None
+
+    def _name(self, profile: str) -> str:
+        return profile + self.source.suffix
+
+    def _open(self, profile: str) -> IndexState:
+        """The saved index when there is one to trust, else one built from the rows."""
+        if self.folder is not None:
+            saved = GraphIndex.load(
+                self.folder, self._name(profile), lambda m: self._belongs(profile, m)
+            )
+            if saved is not None:
+                graph, manifest = saved
+                return IndexState(graph, int(manifest["seq"]), int(manifest["max_key"]))
+        return self._build(profile)
+
+    def _build(self, profile: str) -> IndexState:
+        """Every row of the profile, at least as they stood at the feed's head (read first)."""
+        state = IndexState(ExactIndex(self.dim), seq=self._store.feed_head(profile))
+        source, after = self.source, -1
+        while True:
+            keys, matrix = self._store.read_vectors(
+                f"SELECT key, vector FROM {source.table} WHERE profile = {self._store.mark} "
+                f"{source.condition} AND key > {self._store.mark} ORDER BY key LIMIT {_ROWS}",
+                (profile, after),
+            )
+            if not keys:
+                return state
+            self._add(state, keys, matrix)
+            after = keys[-1]
+
+    def _add(self, state: IndexState, keys: list[int], matrix: Matrix) -> None:
+        state.index.add(keys, matrix)
+        state.owned = None
+        state.max_key = max(state.max_key, keys[-1] // self.source.span)
+        state.unsaved += len(keys)
+        if isinstance(state.index, ExactIndex) and len(state.index) > EXACT_MAX:
+            state.index = graph_from(state.index)
+
+    def _belongs(self, profile: str, manifest: dict[str, Any]) -> bool:
+        """Whether a saved manifest describes this database's profile at a point its feed
+        has passed, the last memory it holds still being the one it held."""
+        try:
+            seq, max_key = int(manifest["seq"]), int(manifest["max_key"])
+            same = (manifest["format"], manifest["store_id"], manifest["profile"])
+            dim = int(manifest["dim"])
+        except (KeyError, TypeError, ValueError):
+            return False
+        if same != (FORMAT, self.store_id, profile) or dim != self.dim:
+            return False
+        last = self._id_of(max_key)
+        if last is not None and last != manifest.get("last_id", last):
+            return False  # the key now holds another memory: not the rows this was saved from
+        return seq <= self._store.feed_head(profile)
+
+    def _catch_up(self, profile: str, state: IndexState) -> None:
+        """Apply the feed's changes after the index's sequence number."""
+        state.dirty = False
+        while True:
+            changes = self._store.changes_since(profile, state.seq, _BATCH)
+            if not changes:
+                break
+            if any(change.rederived for change in changes) and self.source.span > 1:
+                # the passages were written again: read them whole
+                fresh = self._build(profile)
+                state.index, state.seq, state.max_key = fresh.index, fresh.seq, fresh.max_key
+                state.owned, state.unsaved = None, state.unsaved + fresh.unsaved
+                continue
+            written = sorted({key for change in changes for key in change.written})
+            forgotten = {key for change in changes for key in change.forgotten}
+            self._read_written(profile, state, [k for k in written if k not in forgotten])
+            if forgotten:
+                span = self.source.span
+                state.index.remove(key * span + i for key in forgotten for i in range(span))
+                state.owned = None
+                state.unsaved += len(forgotten)
+            state.seq = changes[-1].seq
+        if isinstance(state.index, GraphIndex) and state.unsaved >= max(
+            SAVE_EVERY, len(state.index) // 4
+        ):
+            self.save(profile, state)
+
+    def _read_written(self, profile: str, state: IndexState, memories: list[int]) -> None:
+        """Add the rows of the written memories (a key range, then only those)."""
+        span, mark = self.source.span, self._store.mark
+        for start in range(0, len(memories), _BATCH):
+            part = memories[start : start + _BATCH]
+            keys, matrix = self._store.read_vectors(
+                f"SELECT key, vector FROM {self.source.table} WHERE profile = {mark} "
+                f"{self.source.condition} AND key >= {mark} AND key < {mark} ORDER BY key",
+                (profile, part[0] * span, (part[-1] + 1) * span),
+            )
+            wanted = set(part)
+            rows = [i for i, key in enumerate(keys) if key // span in wanted]
+            if rows:
+                self._add(state, [keys[i] for i in rows], matrix[rows])
+
+    def _id_of(self, key: int) -> str | None:
+        rows = self._store.select(f"SELECT id FROM memories WHERE key = {self._store.mark}", (key,))
+        return str(rows[0][0]) if rows else None
+
+    def save(self, profile: str, state: IndexState) -> None:
+        if not isinstance(state.index, GraphIndex) or self.folder is None:
+            return
+        watermark = {
+            "format": FORMAT,
+            "store_id": self.store_id,
+            "profile": profile,
+            "seq": state.seq,
+            "max_key": state.max_key,
+            "last_id": self._id_of(state.max_key),
+        }
+        try:
+            state.index.save(self.folder, self._name(profile), watermark)
+            state.unsaved = 0
+        except (OSError, RuntimeError):
+            # A cache that cannot be saved is rebuilt from the rows next time.
+            pass
+
+    def save_all(self) -> None:
+        """Save every loaded graph with changes, after applying the changes committed since
+        it last caught up: the last batch written before closing would otherwise be left
+        for the next open, whose first add then makes faiss copy the whole vector buffer."""
+        for profile, state in self.states.items():
+            if state.dirty or self._version(profile) != state.version:
+                self._catch_up(profile, state)
+            if state.unsaved:
+                self.save(profile, state)
+
+    def drop(self, profile: str) -> None:
+        """Forget the profile's index, in memory and on disk: the next search builds it
+        again from the rows."""
+        self.states.pop(profile, None)
+        if self.folder is None:
+            return
+        name = self._name(profile)
+        for path in [self.folder / f"{name}.json", *data_files(self.folder, name, "faiss")]:
+            path.unlink(missing_ok=True)
+
+    def rebuild(self, profile: str) -> int:
+        """Drop the profile's index (in memory and on disk) and build it again from the rows."""
+        self.drop(profile)
+        index = self.index(profile)
+        state = self.states[profile]
+        if state.unsaved:  # catching up may have saved it already
+            self.save(profile, state)
+        return len(index)
+
+    def info(self) -> dict[str, Any]:
+        return {
+            profile: {
+                "kind": state.index.kind,
+                "vectors": len(state.index),
+                "unsaved_changes": state.unsaved,
+            }
+            for profile, state in self.states.items()
+        }
+
+
+class Vectors:
+    """A store's :class:`~slm.store.base.Vectors`: an index per profile for the memories'
+    vectors, one for their further passages and one for their standing statements, each a
+    :class:`VectorCache` following the store's change feed. ``folder``: where large
+    indexes are saved (None: kept in memory only)."""
+
+    def __init__(
+        self,
+        store: Followed,
+        folder: Path | None,
+        dim: int,
+        store_id: str,
+        version: Callable[[str], int],
+        lock: AbstractContextManager[Any] | None = None,
+    ) -> None:
+        self._store = store
+        self._lock = lock or threading.RLock()
+        self.dim = dim
+        caches = [
+            VectorCache(store, folder, dim, store_id, source, version)
+            for source in (MEMORY_VECTORS, PASSAGES, STANDING)
+        ]
+        self._own, self._passages, self._standing = caches
+        self._caches = tuple(caches)
+
+    def search(
+        self,
+        profile: str,
+        query: Vector,
+        k: int,
+        allowed: set[int] | None,
+        below: int | None = None,
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            return self._own.index(profile).search(query, k, allowed, below)
+
+    def search_many(self, profile: str, queries: Vector, k: int) -> list[list[tuple[int, float]]]:
+        with self._lock:
+            return self._own.index(profile).search_many(queries, k)
+
+    def mean(self, profile: str) -> tuple[Vector, int]:
+        with self._lock:
+            index = self._own.index(profile)
+            return index.mean(), len(index)
+
+    def get(self, profile: str, keys: Sequence[int]) -> Vector:
+        """From the profile's index when it is loaded and holds them all, else the rows."""
+        with self._lock:
+            loaded = self._own.loaded(profile)
+            cached = loaded.get(list(keys)) if loaded is not None else None
+        if cached is not None:
+            return cached
+        out = np.zeros((len(keys), self.dim), dtype=np.float32)
+        row_of = {key: row for row, key in enumerate(keys)}
+        mark = self._store.mark
+        for part in self._store.dialect.slices(keys):
+            found, matrix = self._store.read_vectors(
+                f"SELECT key, vector FROM embeddings WHERE profile = {mark} AND key IN "
+                f"({', '.join([mark] * len(part))})",
+                [profile, *part],
+            )
+            for key, vector in zip(found, matrix, strict=True):
+                out[row_of[key]] = vector
+        return out
+
+    def passage_search(
+        self, profile: str, query: Vector, k: int, allowed: set[int] | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            hits = self._passages.index(profile).search(query, k)
+        return best_per_memory(hits, allowed)
+
+    def passages(
+        self, profile: str, keys: Sequence[int], standing: bool = False
+    ) -> dict[int, Vector]:
+        with self._lock:
+            return (self._standing if standing else self._passages).owned(profile, keys)
+
+    def standing_search(
+        self, profile: str, query: Vector, k: int
+    ) -> list[tuple[int, str, str, float]]:
+        with self._lock:
+            hits = self._standing.index(profile).search(query, k)
+        head = (
+            "SELECT key, kind, coalesce(text, '') FROM passages WHERE "
+            f"{self._store.dialect.by_key}profile = {self._store.mark} AND key"
+        )
+        rows = self._store.select_in(head, profile, [key for key, _ in hits])
+        found = {key: (kind, text) for key, kind, text in rows}
+        return [(key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found]
+
+    def rebuild(self, profile: str) -> int:
+        """Rebuild the profile's indexes from the rows (``slm reindex``)."""
+        with self._lock:
+            self._passages.rebuild(profile)
+            self._standing.rebuild(profile)
+            return self._own.rebuild(profile)
+
+    def written(self) -> None:
+        """This process committed a write: every index must look for changes."""
+        with self._lock:
+            for cache in self._caches:
+                cache.mark_dirty()
+
+    def info(self) -> dict[str, Any]:
+        with self._lock:
+            info = self._own.info()
+            for name, cache in (("passages", self._passages), ("standing", self._standing)):
+                for profile, state in cache.info().items():
+                    info.setdefault(profile, {})[name] = state
+            return info
+
+    def save_all(self) -> None:
+        with self._lock:
+            for cache in self._caches:
+                cache.save_all()
