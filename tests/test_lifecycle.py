@@ -15,7 +15,8 @@ from slm import InvalidInput, Memory, NotFound, Settings
 from slm.copy.jsonl import export_jsonl, import_jsonl
 from slm.ingest.asked import asked
 from slm.ingest.facts import asks_about_past, facts
-from slm.store.sqlite_schema import MIGRATIONS
+from slm.store import schema
+from slm.store.sqlite import SQLiteStore
 
 # -- reading facts ------------------------------------------------------------------------------
 
@@ -362,9 +363,9 @@ def links(memory: Memory) -> set[tuple[str, str, str]]:
 def test_an_older_store_gains_validity(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:  # the schema before validity existed
-        for number, migration in enumerate(MIGRATIONS[:7]):
-            db.executescript(migration)
-            db.execute(f"PRAGMA user_version={number + 1}")
+        for number, version in enumerate(schema.versions(SQLiteStore.dialect, 384)[:7], 1):
+            version.apply(db, "?")
+            db.execute(f"PRAGMA user_version={number}")
         db.execute(
             "INSERT INTO memories (id, profile, content, content_hash, event_time, recorded_at,"
             " source, confidence, metadata, tags) VALUES "

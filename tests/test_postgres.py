@@ -18,9 +18,8 @@ from postgres_server import rows as sql
 from slm import ConfigError, Memory, Settings, StoreError
 from slm.engine import content_hash
 from slm.index import vector_cache
-from slm.store import Filters
+from slm.store import Filters, schema
 from slm.store.postgres import PostgresStore, redact
-from slm.store.postgres_schema import MIGRATIONS
 
 CORPUS = [
     "Caroline went to the LGBTQ support group yesterday and felt accepted",
@@ -54,9 +53,10 @@ def test_concurrent_first_connects_migrate_once(postgres_server: Server) -> None
         thread.join()
     assert errors == []
     versions = sql(dsn, "postgres", "SELECT version FROM slm_schema ORDER BY version")
-    assert versions == [(n,) for n in range(1, len(MIGRATIONS) + 1)]
+    count = len(schema.versions(PostgresStore.dialect, 384))
+    assert versions == [(n,) for n in range(1, count + 1)]
     indexes = {r[0] for r in sql(dsn, "postgres", "SELECT indexname FROM pg_indexes")}
-    assert {"embeddings_hnsw", "memories_event", "memory_times_start", "edges_dst"} <= indexes
+    assert {"changes_pkey", "memories_event", "memory_times_start", "edges_dst"} <= indexes
 
 
 def test_a_store_keeps_its_vector_dimension(postgres_dsn: str) -> None:

@@ -39,6 +39,8 @@ LONG_SPAN = f"end_us - start_us > {SHORT_SPAN_US}"
 class Dialect(ABC):
     """One database's SQL where it is not the other's."""
 
+    #: the database's name, which selects its part of the schema (:mod:`slm.store.schema`)
+    name: ClassVar[str]
     #: the driver's parameter placeholder
     mark: ClassVar[str]
     #: put before a profile column where a key's index must lead the plan

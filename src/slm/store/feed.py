@@ -104,7 +104,7 @@ def append(cur: Cursor, mark: str, profile: str, pending: Pending) -> int:
             seq,
             " ".join(map(str, pending.written)),
             " ".join(map(str, pending.forgotten)),
-            pending.rederived,
+            int(pending.rederived),
         ),
     )
     return seq

@@ -2,7 +2,8 @@
 (a string, number, true/false or null), so that a metadata filter on recall or list
 (``{"user_id": "u7", "session": [3, 4]}``) is an index lookup rather than a scan of every
 memory's JSON. Written in the same transaction as the memory; the SQL is the same for both
-stores (``mark`` is the driver's placeholder).
+stores (``mark`` is the driver's placeholder). The table, ``memory_fields``, is in
+:mod:`slm.store.schema`.
 
 Names and values are kept as JSON text (``"user_id"``; ``"u7"``, ``3``, ``true``, ``null``):
 any key is stored as written (a NUL included, which PostgreSQL's text refuses raw), and a
@@ -21,18 +22,6 @@ from typing import Any
 
 from slm.models import NewMemory
 from slm.store.base import Cursor
-
-#: The table, created by the stores' migrations (SQLite 11, PostgreSQL 10).
-SCHEMA = """
-    CREATE TABLE memory_fields (
-        key {key_type} NOT NULL,
-        profile TEXT NOT NULL,
-        name TEXT NOT NULL,
-        value TEXT NOT NULL,
-        PRIMARY KEY (key, name)
-    );
-    CREATE INDEX memory_fields_value ON memory_fields (profile, name, value);
-"""
 
 
 def canonical(value: Any) -> str:

@@ -1,7 +1,7 @@
 """The server store: PostgreSQL with pgvector, chosen by a DSN.
 
 The same tables, derived data and BM25 statistics as the SQLite store (see
-:mod:`slm.store.postgres_schema`), written by the same code (:mod:`slm.store.relational`)
+:mod:`slm.store.schema`), written by the same code (:mod:`slm.store.relational`)
 over PostgreSQL's dialect (:mod:`slm.store.postgres_dialect`), so both answer every
 :class:`~slm.store.base.Store` call alike. Vectors are stored in pgvector columns and
 searched in this process, as SQLite's are: each server keeps its own vector indexes and its
@@ -34,16 +34,17 @@ from slm.errors import ConfigError, StoreError, disk_full
 from slm.index.vector_cache import Vectors
 from slm.index.vectors import Matrix
 from slm.models import NewMemory
-from slm.store import fields
+from slm.store import fields, schema
 from slm.store.base import Cursor
 from slm.store.postgres_dialect import PostgresDialect
-from slm.store.postgres_schema import migrate
 from slm.store.readcache import Kept, ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 
 #: Advisory lock namespace (first of two int4 keys) of the per-profile write locks.
 PROFILE_LOCK_SPACE = 0x736C6D
+#: Advisory lock key (bigint) held while migrating.
+MIGRATION_LOCK = 0x736C6D5F6D6967
 
 T = TypeVar("T")
 _INSERT_MEMORY = (
@@ -62,6 +63,14 @@ def redact(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
+def _schema_version(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT to_regclass('slm_schema') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
+        return 0
+    row = conn.execute("SELECT coalesce(max(version), 0) FROM slm_schema").fetchone()
+    return int(row[0]) if row else 0
+
+
 class PostgresStore(Relational):
     """PostgreSQL implementation of :class:`~slm.store.base.Store` (what both stores do
     alike is :class:`~slm.store.relational.Relational`)."""
@@ -75,7 +84,7 @@ class PostgresStore(Relational):
         self._allowed = fields.AllowedKeys()
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                migrate(conn, dim)
+                self._migrate(conn)
             self._pool = ConnectionPool(
                 dsn,
                 min_size=1,
@@ -94,6 +103,27 @@ class PostgresStore(Relational):
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
 
     # -- plumbing ---------------------------------------------------------------------
+
+    def _migrate(self, conn: psycopg.Connection[Any]) -> None:
+        """Bring the schema up to date (:mod:`slm.store.schema`; ``slm_schema`` holds the
+        numbers applied). Safe when several clients connect at once: the migrations run in
+        one transaction under an advisory lock, and the version is read again once it is
+        held."""
+        if _schema_version(conn) < len(schema.versions(self.dialect, self.dim)):
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                conn.execute("CREATE TABLE IF NOT EXISTS slm_schema (version integer NOT NULL)")
+                applied = _schema_version(conn)
+                record = "INSERT INTO slm_schema (version) VALUES ({number})"
+                schema.upgrade(conn.cursor(), self.dialect, self.dim, applied, record)
+        row = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'embeddings'::regclass "
+            "AND attname = 'vector'"
+        ).fetchone()
+        if row is None or row[0] != self.dim:
+            stored = row[0] if row else "unknown"
+            raise ConfigError(f"this store holds vectors of dimension {stored}, not {self.dim}")
 
     @contextmanager
     def _cursor(self) -> Iterator[PgCursor[Any]]:

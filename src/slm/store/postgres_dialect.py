@@ -30,6 +30,7 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
 
 
 class PostgresDialect(Dialect):
+    name = "postgres"
     mark = "%s"
     meta_table = "slm_meta"
     chunk = 5000

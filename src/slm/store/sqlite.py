@@ -27,7 +27,7 @@ from slm.errors import StoreError
 from slm.index.vector_cache import Vectors
 from slm.index.vectors import Matrix
 from slm.models import NewMemory
-from slm.store import fields
+from slm.store import fields, schema
 from slm.store.base import Cursor, Postings
 from slm.store.files import private_directory, private_file
 from slm.store.readcache import Kept, ReadCache
@@ -36,7 +36,6 @@ from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_dialect import SQLiteDialect
 from slm.store.sqlite_edges import EdgeCache, Edges
-from slm.store.sqlite_schema import AFTER_MIGRATION, MIGRATIONS
 
 T = TypeVar("T")
 
@@ -78,17 +77,15 @@ class SQLiteStore(Relational):
     # -- plumbing ---------------------------------------------------------------------
 
     def _migrate(self) -> None:
-        if self._conn.rows("PRAGMA user_version")[0][0] >= len(MIGRATIONS):
+        """Apply the schema's migrations not applied yet (``PRAGMA user_version`` counts
+        those that are)."""
+        latest = len(schema.versions(self.dialect, self.dim))
+        if self._conn.rows("PRAGMA user_version")[0][0] >= latest:
             return
 
         def apply(db: sqlite3.Connection) -> None:
             version = db.execute("PRAGMA user_version").fetchone()[0]
-            for number in range(version, len(MIGRATIONS)):
-                for statement in MIGRATIONS[number].split(";"):
-                    if statement.strip():
-                        db.execute(statement)
-                AFTER_MIGRATION.get(number, lambda db, mark: None)(db, "?")
-                db.execute(f"PRAGMA user_version={number + 1}")
+            schema.upgrade(db, self.dialect, self.dim, version, "PRAGMA user_version={number}")
 
         self._conn.write(apply)
 

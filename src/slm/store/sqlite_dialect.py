@@ -29,6 +29,7 @@ def _tag_clauses(profile: str, tags: Sequence[str]) -> list[tuple[str, list[Any]
 
 
 class SQLiteDialect(Dialect):
+    name = "sqlite"
     mark = "?"
     by_key = "+"
     meta_table = "meta"
