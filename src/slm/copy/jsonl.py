@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -66,25 +66,17 @@ class ImportReport:
     read: int
     stored: int
     existing: int
-    #: feedback events recorded (those already there are not counted)
-    feedback: int = 0
     #: memories stored under a new id because another memory of the store held theirs
     renamed: int = 0
+    #: feedback events recorded (those already there are not counted)
+    feedback: int = 0
     #: feedback events not recorded: already there, or older than the profile's own label
     feedback_skipped: int = 0
     #: system messages of conversations left out (``system="skip"``)
     system_skipped: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "read": self.read,
-            "stored": self.stored,
-            "existing": self.existing,
-            "renamed": self.renamed,
-            "feedback": self.feedback,
-            "feedback_skipped": self.feedback_skipped,
-            "system_skipped": self.system_skipped,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)
