@@ -41,24 +41,12 @@ from slm.errors import InvalidInput, NotFound
 from slm.ingest.stage import AllOrNothing
 from slm.inputs.conversations import is_conversation
 from slm.inputs.conversations import read as read_conversation
+from slm.inputs.memories import ITEM_FIELDS
 from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
 
 IMPORT_BATCH = 256
-_FIELDS = (
-    "id",
-    "content",
-    "event_time",
-    "recorded_at",
-    "source",
-    "confidence",
-    "metadata",
-    "tags",
-    "valid_from",
-    "valid_to",
-    "superseded_by",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +300,8 @@ def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
             _export_feedback(memory, handle)
             return written
         for record in records:
-            row = record.to_dict()
-            handle.write(json.dumps({f: row[f] for f in _FIELDS}, ensure_ascii=False) + "\n")
+            row = {k: v for k, v in record.to_dict().items() if k in ITEM_FIELDS}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         written += len(records)
         after = records[-1].key
 
