@@ -11,7 +11,8 @@ Per response: version, the ``query_id`` feedback names it by, calibration fields
 (uncalibrated, with a null ``answer_confidence``, unless a calibration artefact that passed
 the release gate is loaded: docs/calibration.md), abstention, results and, on request, the
 trace. :class:`RecallSignals` is what a calibration reads from a recall; it is not in the
-response body (a trace with a calibration loaded shows it).
+response body (a trace with a calibration loaded shows it). :func:`abstention_words` says
+why a response abstained, for the command line and the page alike.
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ EVIDENCE_FLOOR = "evidence_floor"
 #: the calibrated ``answer_confidence`` is below the threshold of the artefact's declared
 #: selective-risk target (the results are kept)
 SELECTIVE_RISK = "selective_risk"
+#: Each abstention reason in words.
+ABSTENTION_WORDS = {
+    NO_CANDIDATES: "Nothing stored matches this at all: no channel found a candidate.",
+    EVIDENCE_FLOOR: (
+        "Nothing stored answers this well enough: no memory passed the evidence floor (none "
+        "is similar enough, shares enough of the question's words or falls in its time window)."
+    ),
+    SELECTIVE_RISK: (
+        "Abstained: the calibrated chance that these results hold the answer is below the "
+        "calibration's risk threshold. The results are shown for reference."
+    ),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,3 +159,19 @@ class RecallResponse:
         if self.trace is not None:
             out["trace"] = dict(self.trace)
         return out
+
+
+def abstention_words(
+    response: RecallResponse, minimum: float | None, asked: str = "the minimum asked for"
+) -> str | None:
+    """Why ``response`` abstained, in words (None: it did not); with the caller's ``minimum``
+    relevance (None: none was given) the floor it raised is named with it, as ``asked``
+    (how the caller gave it)."""
+    if not response.abstained:
+        return None
+    if response.abstention_reason == EVIDENCE_FLOOR and minimum is not None:
+        return (
+            "Nothing stored answers this well enough: no memory passed the evidence floor "
+            f"with a relevance of at least {minimum:g}, {asked}."
+        )
+    return ABSTENTION_WORDS.get(response.abstention_reason or "", "Nothing found.")

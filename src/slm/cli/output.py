@@ -11,19 +11,10 @@ from typing import Any
 
 import click
 
-from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
+from slm.contract import RecallResponse, abstention_words
 from slm.learn.reading import describe
 from slm.models import MemoryRecord
 
-#: Abstention reasons in words.
-ABSTAINED = {
-    EVIDENCE_FLOOR: "Nothing stored answers this well enough (no memory passed the evidence "
-    "floor: none is similar enough, shares enough of the question's words or falls in its "
-    "time window).",
-    NO_CANDIDATES: "Nothing stored matches this at all (no channel found a candidate).",
-    SELECTIVE_RISK: "Abstained: the calibrated chance that these results hold the answer is "
-    "below the calibration's risk threshold. The results are shown for reference.",
-}
 ORDER_NOTE = (
     "Ordered by ranking (how the channels agree, plus boosts); relevance (0..1) is how strongly "
     "each memory answers the question, on the same scale for every question."
@@ -117,15 +108,9 @@ def remembered(done: Any) -> str:
     return line
 
 
-def abstention(response: RecallResponse, minimum: float | None) -> str:
-    """Why a recall abstained, in words; with the caller's ``minimum`` relevance (None:
-    none was given) the floor it raised is named with it."""
-    if response.abstention_reason == EVIDENCE_FLOOR and minimum is not None:
-        return (
-            "Nothing stored answers this well enough (no memory passed the evidence floor "
-            f"with a relevance of at least {minimum:g}, the --min-relevance asked for)."
-        )
-    return ABSTAINED.get(response.abstention_reason or "", "Nothing found.")
+def abstention(response: RecallResponse, minimum: float | None) -> str | None:
+    """Why a recall abstained, in words, a ``minimum`` relevance named as the option."""
+    return abstention_words(response, minimum, "the --min-relevance asked for")
 
 
 def show_response(response: RecallResponse, minimum: float | None = None) -> None:

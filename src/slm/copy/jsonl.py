@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,24 +41,12 @@ from slm.errors import InvalidInput, NotFound
 from slm.ingest.stage import AllOrNothing
 from slm.inputs.conversations import is_conversation
 from slm.inputs.conversations import read as read_conversation
+from slm.inputs.memories import ITEM_FIELDS
 from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
 
 IMPORT_BATCH = 256
-_FIELDS = (
-    "id",
-    "content",
-    "event_time",
-    "recorded_at",
-    "source",
-    "confidence",
-    "metadata",
-    "tags",
-    "valid_from",
-    "valid_to",
-    "superseded_by",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,25 +54,17 @@ class ImportReport:
     read: int
     stored: int
     existing: int
-    #: feedback events recorded (those already there are not counted)
-    feedback: int = 0
     #: memories stored under a new id because another memory of the store held theirs
     renamed: int = 0
+    #: feedback events recorded (those already there are not counted)
+    feedback: int = 0
     #: feedback events not recorded: already there, or older than the profile's own label
     feedback_skipped: int = 0
     #: system messages of conversations left out (``system="skip"``)
     system_skipped: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "read": self.read,
-            "stored": self.stored,
-            "existing": self.existing,
-            "renamed": self.renamed,
-            "feedback": self.feedback,
-            "feedback_skipped": self.feedback_skipped,
-            "system_skipped": self.system_skipped,
-        }
+        return asdict(self)
 
 
 @dataclass(slots=True)
@@ -320,8 +300,8 @@ def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
             _export_feedback(memory, handle)
             return written
         for record in records:
-            row = record.to_dict()
-            handle.write(json.dumps({f: row[f] for f in _FIELDS}, ensure_ascii=False) + "\n")
+            row = {k: v for k, v in record.to_dict().items() if k in ITEM_FIELDS}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         written += len(records)
         after = records[-1].key
 

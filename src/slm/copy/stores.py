@@ -19,7 +19,7 @@ replaced by a fresh one (counted as ``renamed``; a ``superseded_by`` naming it f
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +48,7 @@ class CopyReport:
     renamed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "read": self.read,
-            "copied": self.copied,
-            "existing": self.existing,
-            "renamed": self.renamed,
-        }
+        return asdict(self)
 
 
 class StoredVectors:

@@ -46,7 +46,7 @@ def check_item(
     :class:`InvalidInput` naming the field otherwise."""
     try:
         if isinstance(item, Mapping):
-            unknown = sorted(map(str, set(item) - _ITEM_FIELDS))
+            unknown = sorted(map(str, set(item) - ITEM_FIELDS))
             if unknown:
                 raise InvalidInput(f"unknown field(s) {', '.join(unknown)}", field=unknown[0])
             if "content" not in item:
@@ -94,4 +94,5 @@ def check_item(
         raise
 
 
-_ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))
+#: The fields an item may have (what an export line holds, but ``supersedes``).
+ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))

@@ -25,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.staticfiles import StaticFiles
 
 from slm import __version__, validate
+from slm.contract import abstention_words
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound, SlmError, outcome
 from slm.profiles import delete as delete_profile
@@ -225,7 +226,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
                 shown.update(
                     response=response,
                     results=views.results(response),
-                    abstention=views.abstention(response, minimum),
+                    abstention=abstention_words(response, minimum),
                 )
             title = f"{query} - search" if query else "Search"
             return page.render("search.html", memory, title=title, **shown)

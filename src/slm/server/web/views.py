@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from slm.contract import EVIDENCE_FLOOR, NO_CANDIDATES, SELECTIVE_RISK, RecallResponse
+from slm.contract import RecallResponse
 from slm.learn.reading import describe
 from slm.models import MemoryRecord
 
@@ -19,18 +19,6 @@ from slm.models import MemoryRecord
 LIST_CHARS = 600
 #: Memories per page of the timeline.
 PAGE_SIZE = 25
-
-ABSTENTION = {
-    NO_CANDIDATES: "Nothing stored matches this at all: no channel found a candidate.",
-    EVIDENCE_FLOOR: (
-        "Nothing stored answers this well enough: no memory is similar enough, shares enough "
-        "of the question's words or falls in its time window."
-    ),
-    SELECTIVE_RISK: (
-        "Abstained: the calibrated chance that these results hold the answer is below the "
-        "calibration's risk threshold. The results are shown for reference."
-    ),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +88,6 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def abstention(response: RecallResponse, minimum: float | None = None) -> str | None:
-    """Why a search abstained, in words (None: it did not); with the ``minimum`` relevance
-    the search asked for, the floor it raised is named with it."""
-    if not response.abstained:
-        return None
-    if response.abstention_reason == EVIDENCE_FLOOR and minimum is not None:
-        return (
-            "Nothing stored answers this well enough: no memory passed the evidence floor "
-            f"with a relevance of at least {minimum:g}, the minimum asked for."
-        )
-    return ABSTENTION.get(response.abstention_reason or "", "Nothing found.")
 
 
 def metadata(record: MemoryRecord) -> str:
