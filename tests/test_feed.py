@@ -74,28 +74,33 @@ def test_every_write_of_a_profile_is_one_change(store_at: dict[str, Any]) -> Non
         assert store.changes_since("a", 4) == []
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("seed", [1, 2, 3])
 def test_recalls_through_followed_indexes_equal_recalls_from_the_rows(
     store_at: dict[str, Any], seed: int
 ) -> None:
-    """Two handles (two connections: as two processes, or two servers) write, update,
-    forget and reindex at random, each recalling between the changes; after every step
+    """Two handles (two connections: as two processes, or two servers) write, update
+    (supersede), unlink, forget and reindex at random, each recalling between the changes; after every step
     both answer exactly as a third handle opened then, whose indexes and read cache are
     built from the rows alone."""
     rng = random.Random(seed)
     writers = [Memory(**store_at, settings=FAKE) for _ in range(2)]
     try:
         made = 0
-        for step in range(14):
+        for step in range(16):
             memory = rng.choice(writers)
             stored = [r.id for r in memory.list(1000) if r.superseded_by is None]
-            action = rng.choice(["write", "write", "update", "forget", "reindex"])
+            action = rng.choice(["write", "write", "update", "unlink", "forget", "reindex"])
+            replaced = [r for r in memory.list(1000) if r.superseded_by is not None]
             if action == "write" or len(stored) < 4:
                 memory.remember_many([note(rng, made + j) for j in range(rng.randint(1, 6))])
                 made += 6
             elif action == "update":
                 memory.update(rng.choice(stored), note(rng, made)["content"])
                 made += 1
+            elif action == "unlink" and replaced:
+                older = rng.choice(replaced)
+                assert older.superseded_by is not None
+                memory.unlink(older.id, older.superseded_by)
             elif action == "forget":
                 memory.forget(rng.sample(stored, 2))
             else:
