@@ -64,7 +64,7 @@ def recall(
     clock = Clock()
     names = enabled(settings)
     per_channel = settings.candidates_per_channel
-    with store.cache.pinned(profile):  # other processes' commits checked once per recall
+    with store.reading(profile):  # other processes' commits checked once per recall
         query, lexicon = interpret(store, profile, text, now, filters, allowed)
         embedding = embed(query.embedded_text)
         clock.lap("interpret")

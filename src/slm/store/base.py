@@ -8,6 +8,7 @@ profiles: every method takes the profile and never returns another profile's row
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -447,9 +448,12 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
 
     kind: str
     location: str
-    #: what the store keeps of its rows between reads (a recall reads inside
-    #: ``cache.pinned()``: other processes' commits checked once for all its reads)
+    #: what the store keeps of its rows between reads
     cache: ReadCache
+
+    def reading(self, profile: str) -> AbstractContextManager[None]:
+        """One recall's reads of ``profile``: other processes' commits checked once for all
+        of them (and, on a server, one connection held for them)."""
 
     @property
     def vectors(self) -> Vectors: ...

@@ -19,6 +19,7 @@ in parallel. Every statement filters on the profile.
 from __future__ import annotations
 
 import secrets
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar, cast
@@ -81,6 +82,7 @@ class PostgresStore(Relational):
     def __init__(self, dsn: str, *, dim: int, pool_size: int = 4) -> None:
         self.location = redact(dsn)
         self.dim = dim
+        self._held = threading.local()  # .conn: the connection this thread's recall holds
         self._allowed = fields.AllowedKeys()
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
@@ -127,9 +129,33 @@ class PostgresStore(Relational):
 
     @contextmanager
     def _cursor(self) -> Iterator[PgCursor[Any]]:
+        held = getattr(self._held, "conn", None)
         try:
+            if held is not None:
+                with held.cursor() as cur:
+                    yield cur
+                return
             with self._pool.connection() as conn, conn.cursor() as cur:
                 yield cur
+        except psycopg.Error as exc:
+            raise StoreError(f"read failed on {self.location}: {exc}") from exc
+
+    @contextmanager
+    def reading(self, profile: str) -> Iterator[None]:
+        """One recall's reads, on one connection of the pool held for them (taking one
+        checks it with a round trip of its own), the feed's head read once."""
+        if getattr(self._held, "conn", None) is not None:
+            with self.cache.pinned(profile):
+                yield
+            return
+        try:
+            with self._pool.connection() as conn:
+                self._held.conn = conn
+                try:
+                    with self.cache.pinned(profile):
+                        yield
+                finally:
+                    self._held.conn = None
         except psycopg.Error as exc:
             raise StoreError(f"read failed on {self.location}: {exc}") from exc
 

@@ -18,6 +18,7 @@ import secrets
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
@@ -75,6 +76,10 @@ class Relational(ABC):
     def recorder(self) -> feed.Recorder:
         """What the write under way changed, appended to the change feed as it commits."""
         return feed.Recorder(self.mark)
+
+    def reading(self, profile: str) -> AbstractContextManager[None]:
+        """One recall's reads: other processes' commits checked once (the read cache pinned)."""
+        return self.cache.pinned(profile)
 
     def feed_head(self, profile: str) -> int:
         """The profile's last change's sequence number (:mod:`slm.store.feed`)."""
