@@ -45,10 +45,12 @@ def _through_sql(memory: Memory, question: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_recall_through_the_cache_equals_recall_through_sql(tmp_path: Path, seed: int) -> None:
+def test_recall_through_the_cache_equals_recall_through_sql(
+    store_at: dict[str, Any], seed: int
+) -> None:
     rng = random.Random(seed)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    with Memory(tmp_path / "m.db", settings=Settings(embedder="fake")) as memory:
+    with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
         assert isinstance(memory.store.cache, ReadCache)  # type: ignore[attr-defined]
         ids: list[str] = []
         for step in range(60):

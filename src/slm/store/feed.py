@@ -62,14 +62,19 @@ class Recorder:
 
         def fed(cur: Cursor) -> T:
             self._local.pending = Pending()
+            self._local.seq = None
             try:
                 result = work(cur)
-                append(cur, self._mark, profile, self._local.pending)
+                self._local.seq = append(cur, self._mark, profile, self._local.pending)
             finally:
                 self._local.pending = None
             return result
 
         return fed
+
+    def last(self) -> int | None:
+        """The sequence number of this thread's last change (None: it failed)."""
+        return getattr(self._local, "seq", None)
 
     def _pending(self) -> Pending:
         pending = getattr(self._local, "pending", None)

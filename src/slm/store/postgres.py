@@ -216,6 +216,9 @@ class PostgresStore(Relational):
             return result
         finally:
             self.cache.clear(kept if committed else None)
+            seq = self.recorder.last()
+            if committed and seq is not None:
+                self.cache.advance(profile, seq)
             self.vectors.written()
 
     # -- writes -----------------------------------------------------------------------

@@ -88,6 +88,14 @@ class ReadCache:
                 for key in keys if rows else ():
                     rows.pop((kept.profile, key), None)
 
+    def advance(self, profile: str, seq: int) -> None:
+        """This process's write to ``profile`` committed as its version ``seq`` (a store
+        whose version counts its own writes too): what :meth:`clear` kept stays, unless
+        another process wrote before it, unseen."""
+        with self._lock:
+            if self._seen.get(profile) == seq - 1:
+                self._seen[profile] = seq
+
     def keyed(
         self,
         kind: str,
