@@ -27,7 +27,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -102,6 +102,8 @@ class IndexState:
     version: int = -1
     #: memory key -> its keys in the index, ascending (built on demand, reset on change)
     owned: dict[int, list[int]] | None = None
+    #: what the rows say beside the vector, by key, as read (standing statements' words)
+    texts: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 class VectorCache:
@@ -231,6 +233,7 @@ class VectorCache:
                 fresh = self._build(profile)
                 state.index, state.seq, state.max_key = fresh.index, fresh.seq, fresh.max_key
                 state.owned, state.unsaved = None, state.unsaved + fresh.unsaved
+                state.texts = {}
                 continue
             written = sorted({key for change in changes for key in change.written})
             forgotten = {key for change in changes for key in change.forgotten}
@@ -404,15 +407,20 @@ class Vectors:
     def standing_search(
         self, profile: str, query: Vector, k: int
     ) -> list[tuple[int, str, str, float]]:
-        with self._lock:
+        with self._lock:  # the statements' words kept beside their vectors, read once
             hits = self._standing.index(profile).search(query, k)
-        head = (
-            "SELECT key, kind, coalesce(text, '') FROM passages WHERE "
-            f"{self._store.dialect.by_key}profile = {self._store.mark} AND key"
-        )
-        rows = self._store.select_in(head, profile, [key for key, _ in hits])
-        found = {key: (kind, text) for key, kind, text in rows}
-        return [(key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found]
+            found = self._standing.states[profile].texts
+            missing = [key for key, _ in hits if key not in found]
+            if missing:
+                head = (
+                    "SELECT key, kind, coalesce(text, '') FROM passages WHERE "
+                    f"{self._store.dialect.by_key}profile = {self._store.mark} AND key"
+                )
+                rows = self._store.select_in(head, profile, missing)
+                found.update((key, (kind, text)) for key, kind, text in rows)
+            return [
+                (key // PASSAGE_SPAN, *found[key], cosine) for key, cosine in hits if key in found
+            ]
 
     def rebuild(self, profile: str) -> int:
         """Rebuild the profile's indexes from the rows (``slm reindex``)."""

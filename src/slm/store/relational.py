@@ -475,10 +475,20 @@ class Relational(ABC):
     def find_entities(
         self, profile: str, names: Sequence[str]
     ) -> dict[str, list[tuple[int, str, int]]]:
-        return self._read(lambda cur: self.dialect.find_entities(cur, profile, names))
+        def fetch(missing: list[str]) -> dict[str, tuple[tuple[int, str, int], ...]]:
+            found = self._read(lambda cur: self.dialect.find_entities(cur, profile, missing))
+            return {name: tuple(matches) for name, matches in found.items()}
+
+        kept = self.cache.keyed("entities by name", profile, names, fetch)
+        return {name: list(kept[name]) for name in names if name in kept}
 
     def speakers(self, profile: str, entities: Sequence[int]) -> set[int]:
-        return self._read(lambda cur: self.dialect.speakers(cur, profile, entities))
+        def fetch(missing: list[int]) -> dict[int, bool]:
+            found = self._read(lambda cur: self.dialect.speakers(cur, profile, missing))
+            return {entity: entity in found for entity in missing}
+
+        kept = self.cache.keyed("speakers", profile, entities, fetch)
+        return {entity for entity, speaks in kept.items() if speaks}
 
     def entity_members(
         self, profile: str, entities: Sequence[int], limit: int
