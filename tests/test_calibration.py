@@ -4,6 +4,7 @@ gate, the artefact's identity checks, and what a loaded artefact changes in a re
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from slm import Memory, Settings
 from slm.calibrate.artefact import MAX_ECE, MIN_HELDOUT, content_id, fingerprint
 from slm.contract import SELECTIVE_RISK, SIGNALS
 from slm.errors import CalibrationError, InvalidInput
+from slm.learn.model import default_ranker
 from slm_fit import metrics
 from slm_fit.calibration import Observation, calibrate, split
 from slm_fit.labelled import observe, read_labels
@@ -290,6 +292,58 @@ def test_an_artefact_from_the_settings_loads_when_the_memory_opens(tmp_path: Pat
         assert memory.recall("boiler", k=5).to_dict()["calibration_status"] == "uncalibrated"
 
 
+def test_an_artefact_is_refused_under_another_ranking(tmp_path: Path) -> None:
+    # Each of these recalls ranks the same candidates in another order than the artefact's
+    # recalls did, so its probability would describe other top k results.
+    path = tmp_path / "store.db"
+    with Memory(path, settings=Settings(embedder="fake")) as memory:
+        reranked = write(tmp_path / "reranked.json", artefact_for(filled(memory)))
+    with Memory(path, settings=Settings(embedder="fake", rerank=False)) as memory:
+        plain = write(tmp_path / "plain.json", artefact_for(memory))
+    shipped = default_ranker()
+    reversed_model = tmp_path / "reversed.json"
+    reversed_model.write_text(replace(shipped, weights=-shipped.weights).to_json())
+    looser = tmp_path / "looser.json"
+    looser.write_text(replace(shipped, shift_limit=2.0).to_json())
+    off, on = Settings(embedder="fake", rerank=False), Settings(embedder="fake")
+    refused = [
+        (off, reranked, f"ranker: artefact '{shipped.id}', running None"),
+        (on, plain, f"ranker: artefact None, running '{shipped.id}'"),
+        (Settings(embedder="fake", rerank_model=str(reversed_model)), reranked, "ranker"),
+        (Settings(embedder="fake", rerank_model=str(looser)), reranked, "ranker"),
+    ]
+    for settings, artefact, message in refused:
+        with pytest.raises(CalibrationError, match=re.escape(message)):
+            Memory(path, settings=replace(settings, calibration=str(artefact)))
+    # The same ranking loads, whichever file holds the same model.
+    same = tmp_path / "same.json"
+    same.write_text(shipped.to_json())
+    for settings, artefact in (
+        (Settings(embedder="fake", rerank_model=str(same)), reranked),
+        (Settings(embedder="fake", rerank=False), plain),
+    ):
+        with Memory(path, settings=replace(settings, calibration=str(artefact))) as memory:
+            assert memory.recall("boiler", k=5).answer_confidence is not None
+
+
+def test_a_recall_ranked_by_the_profiles_own_model_stays_uncalibrated(
+    memory: Memory, tmp_path: Path
+) -> None:
+    memory.use_calibration(write(tmp_path / "calib.json", artefact_for(filled(memory))))
+    assert memory.recall("boiler", k=5).answer_confidence is not None
+    # The profile's feedback trained a model of its own, which now ranks its recalls.
+    shipped = default_ranker()
+    learned = replace(shipped, weights=-shipped.weights)
+    memory.store.set_meta(
+        f"ranker:{memory.profile}", json.dumps({"model": learned.to_data(), "report": {}})
+    )
+    memory.learning._state = None
+    out = memory.recall("boiler", k=5, trace=True)
+    assert out.answer_confidence is None and out.calibration_id is None
+    assert out.trace is not None and out.trace["rerank"]["model"] == learned.id
+    assert f"reranked by {learned.id}" in out.trace["calibration"]["reason"]
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -341,6 +395,7 @@ def test_the_fingerprint_covers_every_setting_that_changes_a_recall() -> None:
     assert fingerprint(settings.with_channels(("bm25",)), channels, "fake", None, "sqlite") != base
     assert fingerprint(settings, channels, "fake", "ranker-1", "sqlite") != base
     assert fingerprint(settings, channels, "fake", None, "postgres") != base
+    assert fingerprint(settings, channels, "fake", None, "sqlite", "reader-1") != base
 
 
 # -- labels -------------------------------------------------------------------------------

@@ -107,3 +107,27 @@ def test_reader_settings_are_checked() -> None:
         Settings.from_env({"SLM_READER_TOP": "many"})
     chosen = Settings.from_env({"SLM_READER": " m.onnx ", "SLM_READER_TOP": "5"})
     assert chosen.reader == "m.onnx" and chosen.reader_top == 5 and chosen.reader_pieces == 256
+
+
+def test_a_calibration_knows_the_reader_by_its_files(tmp_path: Path) -> None:
+    from test_calibration import artefact_for, filled, write
+
+    from slm.errors import CalibrationError
+
+    folder = tmp_path / "reader"
+    folder.mkdir()
+    build_reader(folder)
+    settings = Settings(embedder="fake", reader=str(folder))
+    with Memory(tmp_path / "m.db", settings=settings) as memory:
+        artefact = write(tmp_path / "calib.json", artefact_for(filled(memory)))
+    # The same model in another folder is the same reader.
+    moved = shutil.copytree(folder, tmp_path / "moved")
+    with Memory(
+        tmp_path / "m.db", settings=replace(settings, reader=str(moved), calibration=str(artefact))
+    ) as memory:
+        assert memory.recall("boiler", k=5).answer_confidence is not None
+    # Another model at the same path reorders otherwise, as does no reader: both refused.
+    build_reader(folder, word="vanilla")
+    for other in (settings, replace(settings, reader=None)):
+        with pytest.raises(CalibrationError, match="reader: artefact 'reader-"):
+            Memory(tmp_path / "m.db", settings=replace(other, calibration=str(artefact)))

@@ -444,6 +444,7 @@ class Memory:
             self.embedder.name,
             base.id if base else None,
             self.store.kind,
+            self.reader.id if self.reader else None,
         )
 
     def use_calibration(self, path: str | Path | None) -> None:

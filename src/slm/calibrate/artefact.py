@@ -53,7 +53,6 @@ RETRIEVAL_SETTINGS = (
     "speaker_boost",
     "role_boost",
     "fact_boost",
-    "reader",
     "reader_top",
     "reader_pieces",
 )
@@ -67,6 +66,7 @@ IGNORED_SETTINGS = {
     "scope_keys": "acts when memories are written (their identity and links)",
     "rerank": "counted as the ranker's id",
     "rerank_model": "counted as the ranker's id",
+    "reader": "counted as the reader's id (its files' content hash)",
     "learning": "a profile's own ranker is checked on each recall",
     "calibration": "the artefact itself",
 }
@@ -78,11 +78,14 @@ def fingerprint(
     embedder: str,
     ranker: str | None,
     store: str,
+    reader: str | None = None,
 ) -> dict[str, Any]:
     """The identity of a running release and retrieval configuration: release, contract,
     the kind of store (SQLite searches vectors exactly, PostgreSQL through an approximate
     index), embedder, the channels allowed to run with their fusion weights, the ranking
-    model's id (None: no reranker) and the settings in :data:`RETRIEVAL_SETTINGS`."""
+    model's id (None: no reranker), the reader's id (None: no reader) and the settings in
+    :data:`RETRIEVAL_SETTINGS`. Every model that reorders results is named by its content,
+    not by where it lies, so another model at the same path is another configuration."""
     return {
         "release": VERSION,
         "score_contract_version": SCORE_CONTRACT_VERSION,
@@ -94,6 +97,7 @@ def fingerprint(
             if name in channels
         },
         "ranker": ranker,
+        "reader": reader,
         "settings": {name: getattr(settings, name) for name in RETRIEVAL_SETTINGS},
     }
 

@@ -17,6 +17,7 @@ decided before it. The trace reports what it read and what it cost.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,6 +67,22 @@ class Reader:
         self._tokenizer.enable_truncation(max_length=pieces)
         self._tokenizer.enable_padding()
         self.path, self.top, self.pieces = model, top, pieces
+        self.vocabulary = vocabulary
+        self._id: str | None = None
+
+    @property
+    def id(self) -> str:
+        """``reader-`` and 12 hex digits of the SHA-256 of the model and tokenizer files:
+        the same model anywhere has the same id, another model at the same path another
+        (computed once, on first use: a calibration's fingerprint needs it)."""
+        if self._id is None:
+            digest = hashlib.sha256()
+            for part in (self.path, self.vocabulary):
+                with part.open("rb") as file:
+                    for block in iter(lambda: file.read(1 << 20), b""):
+                        digest.update(block)
+            self._id = "reader-" + digest.hexdigest()[:12]
+        return self._id
 
     def scores(self, question: str, texts: Sequence[str]) -> np.ndarray:
         """One score per text: how well it answers ``question``, higher is better."""
