@@ -105,7 +105,7 @@ def test_postings_are_kept_by_term_in_the_order_asked_and_bounded(tmp_path: Path
         assert len(store.cache._kinds["postings/500"]) == 3  # "absent" is kept as absent
         memory.remember("the garden again")
         assert len(store.postings(memory.profile, ["garden"], 500)["garden"].keys) == 3
-    small = ReadCache(lambda: 0)
+    small = ReadCache(lambda _: 0)
     for term in ("a", "b", "c"):
         small.keyed("postings", "p", [term], lambda missing: {t: t for t in missing}, limit=2)
     assert list(small._kinds["postings"]) == [("p", "b"), ("p", "c")]
@@ -123,7 +123,7 @@ def test_kept_records_cannot_be_changed_in_place(tmp_path: Path) -> None:
 
 def test_the_cache_is_bounded_and_follows_its_version() -> None:
     version = [0]
-    cache = ReadCache(lambda: version[0], limit=3)
+    cache = ReadCache(lambda _: version[0], limit=3)
     fetched: list[list[int]] = []
 
     def fetch(keys: list[int]) -> dict[int, Any]:
@@ -151,18 +151,18 @@ def test_the_cache_is_bounded_and_follows_its_version() -> None:
 def test_a_pinned_thread_checks_the_version_once_and_others_still_follow_it() -> None:
     version, checks = [0], [0]
 
-    def current() -> int:
+    def current(_: str) -> int:
         checks[0] += 1
         return version[0]
 
     cache = ReadCache(current)
     rows = {1: "old"}
-    with cache.pinned():
+    with cache.pinned("p"):
         assert cache.keyed("rows", "p", [1], lambda keys: dict(rows)) == {1: "old"}
         version[0] += 1  # another connection commits during the recall
         rows[1] = "new"
         assert cache.keyed("rows", "p", [1], lambda keys: dict(rows)) == {1: "old"}
-        with cache.pinned():  # nested: still the one check
+        with cache.pinned("p"):  # nested: still the one check
             cache.keyed("rows", "p", [1], lambda keys: dict(rows))
         seen: dict[int, Any] = {}
         other = threading.Thread(
@@ -176,7 +176,7 @@ def test_a_pinned_thread_checks_the_version_once_and_others_still_follow_it() ->
 
 
 def test_a_fetch_that_overlapped_a_write_is_not_kept() -> None:
-    cache = ReadCache(lambda: 0)
+    cache = ReadCache(lambda _: 0)
 
     def fetch_during_a_write(keys: list[int]) -> dict[int, Any]:
         cache.clear()  # this process committed while the rows were being read
