@@ -141,14 +141,13 @@ def _hang_inside_graph_write(marker: str, batch: int) -> None:
     original = derived.insert
     calls = 0
 
-    def insert_graph(*args: Any, **kwargs: Any) -> set[int]:
+    def insert_graph(*args: Any, **kwargs: Any) -> None:
         nonlocal calls
         calls += 1
-        linked = original(*args, **kwargs)
+        original(*args, **kwargs)
         if calls == batch:
             Path(marker).touch()
             time.sleep(3600)
-        return linked
 
     derived.insert = insert_graph
 

@@ -1,4 +1,5 @@
-"""Whole-store consistency checks for the reliability tests, straight on the SQLite file.
+"""Whole-store consistency checks for the reliability tests, straight on the SQLite file;
+and every memory's edges as the rows of any store hold them (:func:`edge_rows`).
 
 :func:`problems` lists everything that would mean a partial memory or a damaged index: a
 failed ``PRAGMA integrity_check``; a memory without its vector, lexical document, postings
@@ -13,6 +14,7 @@ import sqlite3
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 _ORPHANS = {
     "memory without a vector": "SELECT m.key FROM memories m "
@@ -117,3 +119,15 @@ def count(path: Path, profile: str | None = None) -> int:
             return int(db.execute("SELECT count(*) FROM memories").fetchone()[0])
         sql = "SELECT count(*) FROM memories WHERE profile = ?"
         return int(db.execute(sql, (profile,)).fetchone()[0])
+
+
+def edge_rows(store: Any, profile: str) -> dict[int, tuple[tuple[int, str, float], ...]]:
+    """Each memory's edges (neighbour, kind, weight) as the rows hold them, in the order
+    ``edges_from`` gives them, read with SQL around any index."""
+    mark = store.mark
+    out: dict[int, list[tuple[int, str, float]]] = {}
+    for src, dst, kind, weight in store.select(
+        f"SELECT src, dst, kind, weight FROM edges WHERE profile = {mark}", (profile,)
+    ):
+        out.setdefault(src, []).append((dst, kind, weight))
+    return {key: tuple(sorted(edges)) for key, edges in sorted(out.items())}

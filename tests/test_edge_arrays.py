@@ -1,6 +1,6 @@
-"""The SQLite store's edge arrays (slm.store.sqlite_edges) give every memory exactly the
-edges its rows hold, after any sequence of writes, updates, forgets and reindexes, by this
-process or another, through saved arrays and merges alike."""
+"""The edge arrays (slm.index.edges) give every memory exactly the edges its rows hold, on
+both stores, after any sequence of writes, updates, forgets and reindexes, by this handle
+or another (another process, another server), through saved arrays and merges alike."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from store_checks import edge_rows
 
 from slm import Memory, Settings
-from slm.store import sqlite_edges
-from slm.store.readcache import ReadCache
-from slm.store.relational import Relational
-from slm.store.sqlite_edges import EdgeArrays
+from slm.index import edges as edge_index
+from slm.index.edges import EdgeArrays
 
 WORDS = "boiler garden Lisbon Porto violin marathon sister dentist invoice Tuesday".split()
+FAKE = Settings(embedder="fake")
 
 
 def _sentence(rng: random.Random) -> str:
@@ -29,19 +29,15 @@ def _sentence(rng: random.Random) -> str:
 
 def _keys(memory: Memory) -> list[int]:
     rows = memory.store.select(  # type: ignore[attr-defined]
-        "SELECT key FROM memories WHERE profile = ?", (memory.profile,)
+        f"SELECT key FROM memories WHERE profile = {memory.store.mark}",  # type: ignore[attr-defined]
+        (memory.profile,),
     )
     return [*sorted(row[0] for row in rows), 10**9]  # and a key that is no memory's
 
 
 def _rows(memory: Memory) -> dict[int, Any]:
-    """Every memory's edges as SQL reads them, around any cache."""
-    store: Any = memory.store
-    kept, store.cache = store.cache, ReadCache(None)
-    try:
-        return Relational.edges_from(store, memory.profile, _keys(memory))
-    finally:
-        store.cache = kept
+    """Every memory's edges as SQL reads them, around any index."""
+    return edge_rows(memory.store, memory.profile)
 
 
 def _arrays(memory: Memory) -> dict[int, Any]:
@@ -51,17 +47,15 @@ def _arrays(memory: Memory) -> dict[int, Any]:
 @pytest.fixture(autouse=True)
 def small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Merge and save after a few changes, so that a short test goes through every path."""
-    monkeypatch.setattr(sqlite_edges, "OVERLAY_MIN", 4)
-    monkeypatch.setattr(sqlite_edges, "SAVE_MIN", 3)
+    monkeypatch.setattr(edge_index, "OVERLAY_MIN", 4)
+    monkeypatch.setattr(edge_index, "SAVE_MIN", 3)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_edge_arrays_equal_the_rows_after_any_writes(tmp_path: Path, seed: int) -> None:
+def test_edge_arrays_equal_the_rows_after_any_writes(store_at: dict[str, Any], seed: int) -> None:
     rng = random.Random(seed)
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    settings = Settings(embedder="fake")
-    path = tmp_path / "m.db"
-    with Memory(path, settings=settings) as mine, Memory(path, settings=settings) as theirs:
+    with Memory(**store_at, settings=FAKE) as mine, Memory(**store_at, settings=FAKE) as theirs:
         ids: list[str] = []
         kinds: set[str] = set()
         for step in range(70):
@@ -87,35 +81,61 @@ def test_edge_arrays_equal_the_rows_after_any_writes(tmp_path: Path, seed: int) 
             rows = _rows(mine)
             kinds |= {kind for edges in rows.values() for _, kind, _ in edges}
             assert _arrays(mine) == rows, f"step {step}"
-            assert _arrays(theirs) == rows, f"step {step}, the other process"
+            assert _arrays(theirs) == rows, f"step {step}, the other handle"
         assert kinds == {"next", "prev", "similar"}
         assert mine.store.edges.info()[mine.profile]["memories"] >= 3  # type: ignore[attr-defined]
-    # a later process opens the saved arrays and catches up with what came after them
-    with Memory(path, settings=settings) as reader:
-        assert (tmp_path / "m.db.index" / "default#edges.json").exists()
+    # a later handle opens the saved arrays (SQLite) and catches up with what came after them
+    with Memory(**store_at, settings=FAKE) as reader:
+        if "path" in store_at:
+            assert Path(f"{store_at['path']}.index/default#edges.json").exists()
         assert _arrays(reader) == _rows(reader)
         reader.remember("boiler garden Lisbon Porto", metadata={"session": "a"})
         assert _arrays(reader) == _rows(reader)
 
 
+def test_writes_between_catch_ups_are_followed_whole(store_at: dict[str, Any]) -> None:
+    """What one handle reads in one catch-up after another wrote several times: turns
+    written and forgotten in between (their turns before and after joined), and forgotten
+    turns whose neighbours the reader held."""
+    with Memory(**store_at, settings=FAKE) as writer, Memory(**store_at, settings=FAKE) as reader:
+        turns = [
+            writer.remember(f"turn {n} about the garden", metadata={"session": "s"})
+            for n in range(6)
+        ]
+        assert _arrays(reader) == _rows(reader)
+        more = [
+            writer.remember(f"turn {n} about the violin", metadata={"session": "s"})
+            for n in range(6, 9)
+        ]
+        writer.forget([more[0].id, turns[2].id])  # one held by the reader, one not
+        writer.remember("turn 9 about the violin", metadata={"session": "s"})
+        writer.forget(more[1].id)
+        assert _arrays(reader) == _rows(reader)
+        assert any(kind == "next" for edges in _rows(reader).values() for _, kind, _ in edges)
+
+
 def test_saved_arrays_of_another_database_or_a_later_point_are_not_used(tmp_path: Path) -> None:
-    settings = Settings(embedder="fake")
     path = tmp_path / "m.db"
-    with Memory(path, settings=settings) as memory:
+    with Memory(path, settings=FAKE) as memory:
         for n in range(8):
             memory.remember(f"boiler garden {n}", metadata={"session": "a"})
         expected = _arrays(memory)
         assert expected == _rows(memory)
+        head = memory.store.feed_head(memory.profile)  # type: ignore[attr-defined]
     manifest_path = tmp_path / "m.db.index" / "default#edges.json"
-    saved = manifest_path.read_text()
-    # saved ahead of the rows (a store restored from an older copy): read from the rows
-    manifest_path.write_text(saved.replace('"top": ', '"top": 1000'))
-    with Memory(path, settings=settings) as memory:
-        assert _arrays(memory) == expected
+    saved = json.loads(manifest_path.read_text())
+    assert saved["format"] == edge_index.FORMAT and 0 < saved["seq"] <= head
+    saved["seq"] = head  # nothing to catch up with
+    wrong = {"seq": 1000}, {"store_id": "another"}, {"format": "older"}, {"last_id": "another"}
+    for change in [{}, *wrong]:
+        # saved arrays emptied, so that using them shows: only the first are used
+        EdgeArrays.of_rows([]).save(tmp_path / "m.db.index", "default#edges", {**saved, **change})
+        with Memory(path, settings=FAKE) as memory:
+            assert _arrays(memory) == (expected if change else {}), change
     # a torn data file (of the arrays saved again then): read from the rows
     data = tmp_path / "m.db.index" / json.loads(manifest_path.read_text())["file"]
     data.write_bytes(data.read_bytes()[:-8])
-    with Memory(path, settings=settings) as memory:
+    with Memory(path, settings=FAKE) as memory:
         assert _arrays(memory) == expected
 
 

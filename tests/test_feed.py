@@ -2,7 +2,7 @@
 stores: every change to what recall reads is one row of the feed, and a recall through
 indexes kept current from the feed, by a handle that wrote some of the changes and read
 through all of them, equals the same recall by a handle opened afterwards, which builds
-everything from the rows."""
+everything from the rows; and so do the vectors and edges they hold."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def note(rng: random.Random, i: int) -> dict[str, Any]:
     return {
         "content": f"note {i}: {' '.join(words)}",
         "event_time": f"2026-0{1 + i % 5}-1{i % 9}T10:00:00+00:00",
-        "metadata": {"user_id": rng.choice(["u1", "u2"])},
+        # sessions, so that turns are linked to the turns before them
+        "metadata": {"user_id": rng.choice(["u1", "u2"]), "session": rng.choice("xy")},
     }
 
 
@@ -81,7 +82,7 @@ def test_recalls_through_followed_indexes_equal_recalls_from_the_rows(
     """Two handles (two connections: as two processes, or two servers) write, update
     (supersede), unlink, forget and reindex at random, each recalling between the changes; after every step
     both answer exactly as a third handle opened then, whose indexes and read cache are
-    built from the rows alone."""
+    built from the rows alone, and find the same nearest vectors and the same edges."""
     rng = random.Random(seed)
     writers = [Memory(**store_at, settings=FAKE) for _ in range(2)]
     try:
@@ -110,10 +111,15 @@ def test_recalls_through_followed_indexes_equal_recalls_from_the_rows(
                 vectors = fresh.store.vectors
                 queries = np.asarray(fresh.embedder.embed_batch(QUESTIONS), dtype=np.float32)
                 nearest = [vectors.search("default", q, 5, None) for q in queries]
+                rows = fresh.store.select("SELECT key FROM memories")  # type: ignore[attr-defined]
+                keys = [row[0] for row in rows]
+                edges = fresh.store.edges_from("default", keys)
             for handle in writers:
                 assert answers(handle) == truth, (step, action)
                 found = [handle.store.vectors.search("default", q, 5, None) for q in queries]
                 assert [[k for k, _ in f] for f in found] == [[k for k, _ in n] for n in nearest]
+                assert handle.store.edges_from("default", keys) == edges, (step, action)
+        assert any(kind == "next" for held in edges.values() for _, kind, _ in held)
     finally:
         for memory in writers:
             memory.close()

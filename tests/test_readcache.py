@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from store_checks import edge_rows
 
 from slm import Memory, Settings
 from slm.errors import InvalidInput
 from slm.store.readcache import ReadCache
-from slm.store.relational import Relational
 
 WORDS = (
     "boiler garden Lisbon Porto violin marathon sister dentist invoice Tuesday May "
@@ -153,7 +153,7 @@ def test_the_cache_is_bounded_and_follows_its_version() -> None:
 def test_a_pinned_thread_checks_the_version_once_and_others_still_follow_it() -> None:
     version, checks = [0], [0]
 
-    def current(profile: str) -> int:
+    def current(_: str) -> int:
         checks[0] += 1
         return version[0]
 
@@ -233,11 +233,11 @@ def _every_read(memory: Memory) -> dict[str, Any]:
     return {
         "records": store.get_by_keys(profile, keys),
         "entities": store.memory_entities(profile, keys),
-        # SQLite reads edges from its edge arrays (tests/test_edge_arrays.py), not the cache:
+        # edges are read from the edge arrays (tests/test_edge_arrays.py), not the cache:
         # through no cache, they are compared with their rows
         "edges": store.edges_from(profile, keys)
         if store.cache._version is not None
-        else Relational.edges_from(store, profile, keys),
+        else {k: v for k, v in edge_rows(store, profile).items() if k in set(keys)},
         "times": store.referenced_times(profile, keys),
         "event_times": store.event_times(profile, keys),
         "terms": store.doc_terms(profile, keys),

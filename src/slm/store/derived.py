@@ -29,17 +29,13 @@ from slm.store.dialect import Dialect
 
 Fresh = Sequence[tuple[int, NewMemory]]
 
-#: The ``meta`` key that a new value is written under whenever every edge of a profile is
-#: written again (``slm reindex``): what is kept of edges outside their rows is then read
-#: again (:mod:`slm.store.sqlite_edges`).
-EDGES_EPOCH = "edges epoch"
 
-
-def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool = False) -> set[int]:
+def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool = False) -> None:
     """The derived rows of memories just stored (``rederive``: of stored memories whose
-    derived rows were removed, whose session may have changed); the keys that gained edges."""
+    derived rows were removed, whose session may have changed). Every edge added names one
+    of them (slm.index.edges reads the edges of written memories from that)."""
     if not fresh:
-        return set()
+        return
     if rederive:
         cur.executemany(
             f"UPDATE memories SET session = {d.mark} WHERE key = {d.mark}",
@@ -50,9 +46,8 @@ def insert(cur: Cursor, d: Dialect, profile: str, fresh: Fresh, rederive: bool =
     rows = [(key, profile, start, end) for key, m in fresh for start, end in m.spans]
     head = "INSERT INTO memory_times (key, profile, start_us, end_us)"
     d.many(cur, head, rows, ("bigint", "text", "bigint", "bigint"))
-    linked = _insert_edges(cur, d, profile, fresh)
+    _insert_edges(cur, d, profile, fresh)
     insert_passages(cur, d, profile, fresh)
-    return linked
 
 
 def delete(
@@ -60,7 +55,8 @@ def delete(
 ) -> None:
     """Remove one memory's lexical and graph rows (not its passages, vector or row);
     ``terms`` None means it has no lexical rows. With ``relink`` its previous and next
-    turns become neighbours: a forgotten turn leaves no gap in the conversation."""
+    turns become neighbours: a forgotten turn leaves no gap in the conversation (both had an
+    edge to it, which is how slm.index.edges knows to read them again)."""
     m = d.mark
     turns = dict(
         cur.execute(
@@ -166,7 +162,7 @@ def _delete_lexical(cur: Cursor, d: Dialect, profile: str, key: int, terms: list
     cur.execute(f"DELETE FROM lex_docs WHERE key = {m}", (key,))
 
 
-def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> set[int]:
+def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> None:
     keys = [key for key, _ in fresh]
     edges: dict[tuple[int, int, str], float] = {}
     previous = d.previous_turns(cur, profile, fresh)
@@ -180,7 +176,6 @@ def _insert_edges(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> set[in
             edges[(key, other, "similar")] = weight
             edges[(other, key, "similar")] = weight
     _link(cur, d, profile, edges)
-    return {src for src, _, _ in edges}
 
 
 def _link(cur: Cursor, d: Dialect, profile: str, edges: dict[tuple[int, int, str], float]) -> None:

@@ -4,11 +4,11 @@ The same tables, derived data and BM25 statistics as the SQLite store (see
 :mod:`slm.store.schema`), written by the same code (:mod:`slm.store.relational`)
 over PostgreSQL's dialect (:mod:`slm.store.postgres_dialect`), so both answer every
 :class:`~slm.store.base.Store` call alike. Vectors are stored in pgvector columns and
-searched in this process, as SQLite's are: each server keeps its own vector indexes and its
-read cache current from the change feed (:mod:`slm.index.vector_cache`,
-:mod:`slm.store.feed`), whose head it reads once at the start of each recall. So several
-servers share one PostgreSQL, and a write acknowledged by one is seen by the next recall of
-every other.
+searched in this process, and edges walked in this process, as SQLite's are: each server
+keeps its own vector indexes, edge arrays and read cache current from the change feed
+(:mod:`slm.index`, :mod:`slm.store.feed`), whose head it reads once at the start of each
+recall. So several servers share one PostgreSQL, and a write acknowledged by one is seen by
+the next recall of every other.
 
 Concurrency: connections come from a small pool, one per calling thread. Every write is
 one transaction that first takes a per-profile advisory lock, so writers to one profile
@@ -32,6 +32,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
+from slm.index.edges import EdgeCache
 from slm.index.vector_cache import Vectors
 from slm.index.vectors import Matrix
 from slm.models import NewMemory
@@ -101,6 +102,7 @@ class PostgresStore(Relational):
             self._pool.open(wait=True, timeout=30.0)
             self.cache = ReadCache(self.feed_head)
             self.vectors = Vectors(self, None, dim, "", self.cache.version)
+            self.edges = EdgeCache(self, None, "", self.cache.version)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
 
@@ -190,6 +192,11 @@ class PostgresStore(Relational):
         with self._cursor() as cur:
             return work(cur)
 
+    def snapshot(self, work: Callable[[Cursor], T]) -> T:
+        with self._cursor() as cur, cur.connection.transaction():
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return work(cur)
+
     def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
         rows = self._rows(sql, params, binary=True)
         matrix = np.zeros((len(rows), self.dim), dtype=np.float32)
@@ -220,6 +227,7 @@ class PostgresStore(Relational):
             if committed and seq is not None:
                 self.cache.advance(profile, seq)
             self.vectors.written()
+            self.edges.written()
 
     # -- writes -----------------------------------------------------------------------
 
@@ -276,6 +284,7 @@ class PostgresStore(Relational):
             "pgvector": pgvector,
             "pool": {"size": stats.get("pool_size", 0), "max": self._pool.max_size},
             "vector_indexes": self.vectors.info(),
+            "edge_arrays": self.edges.info(),
         }
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """What a recall reads of each memory, kept in memory between recalls while the store has
-not changed: the memory itself, its entities, its edges, its times and its terms.
+not changed: the memory itself, its entities, its times and its terms (its edges are held
+apart, as arrays: slm.index.edges).
 
 Every recall reads these rows again for the memories it ranks (tens to hundreds of them,
 mostly the same ones from question to question), and reading them through SQL is a large
@@ -14,9 +15,9 @@ never outlives it.
 One write is common enough to be worth more care: storing new memories, which an agent does
 between most of its recalls. It leaves most of what is kept about the memories already
 there as it was (their text, times, terms and mentions), and the store says so
-(:class:`Kept`): the next recall reads again only what the new memories changed (the edges
-they added to earlier turns, the entities' counts and members, the updates), 7.6 ms instead
-of 9.4 on a LoCoMo conversation, against 7.3 when nothing was written.
+(:class:`Kept`): the next recall reads again only what the new memories changed (the
+entities' counts and members, the updates), 7.6 ms instead of 9.4 on a LoCoMo conversation,
+against 7.3 when nothing was written.
 
 Besides memories, it keeps what recall reads of the lexical index for a question's terms
 (their postings, each term's document frequency, the profile's document count), keyed by
@@ -40,7 +41,7 @@ from typing import Any, TypeVar
 V = TypeVar("V")
 K = TypeVar("K", int, str)
 
-#: Memories kept per kind of row (records, entities, edges, ...) across all profiles.
+#: Memories kept per kind of row (records, entities, times, ...) across all profiles.
 LIMIT = 20_000
 #: Terms whose postings are kept, across all profiles (each at most 500 postings of 16
 #: bytes in keys, tf and dl: 16 MB at most).

@@ -5,16 +5,16 @@
 in :mod:`slm.store.derived` (the rows a memory derives) and in the shared modules
 (:mod:`slm.store.sql`, :mod:`slm.store.lifecycle`, :mod:`slm.store.feedback`), and what the
 two databases do differently is their :class:`~slm.store.dialect.Dialect`. A store supplies
-its connection (:meth:`select`, :meth:`_read`, :meth:`change`), how a memory's row and
-vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
-:meth:`_delete_vectors`), and its vector index.
+its connection (:meth:`select`, :meth:`_read`, :meth:`snapshot`, :meth:`change`), how a
+memory's row and vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
+:meth:`_delete_vectors`), and the indexes it keeps current from the change feed
+(:mod:`slm.index`): its vector indexes and its edge arrays, which answer :meth:`edges_from`.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import secrets
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
 from slm.errors import ConfigError, StoreError
+from slm.index.edges import EdgeCache, Edges
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
 from slm.store import derived, feed, feedback, fields, lifecycle, sql
 from slm.store.base import (
@@ -40,10 +41,9 @@ from slm.store.readcache import POSTINGS_LIMIT, Kept, ReadCache
 T = TypeVar("T")
 
 #: What storing new memories leaves as it was of the memories already stored, by read-cache
-#: kind: their rows (unless the new ones supersede), terms, times and mentions; and their
-#: edges, but for those the new memories link to (Kept.changed). Entities' counts and
-#: members, updates and versions are read again.
-STORED_KEEPS = frozenset({"records", "terms", "event_times", "times", "mentions", "edges"})
+#: kind: their rows (unless the new ones supersede), terms, times and mentions. Entities'
+#: counts and members, updates and versions are read again.
+STORED_KEEPS = frozenset({"records", "terms", "event_times", "times", "mentions"})
 
 
 class Relational(ABC):
@@ -63,6 +63,8 @@ class Relational(ABC):
     #: per-memory rows kept between recalls (a store that can follow others' commits
     #: sets a :class:`ReadCache`)
     cache: ReadCache = ReadCache(None)
+    #: each profile's edges as arrays, following the change feed
+    edges: EdgeCache
 
     @functools.cached_property
     def feedback(self) -> feedback.RelationalFeedback:
@@ -98,6 +100,11 @@ class Relational(ABC):
     @abstractmethod
     def _read(self, work: Callable[[Cursor], T]) -> T:
         """``work`` with a cursor for reading."""
+
+    @abstractmethod
+    def snapshot(self, work: Callable[[Cursor], T]) -> T:
+        """``work`` with a cursor whose statements all see one commit (one read
+        transaction): what an index reads to catch up with the change feed."""
 
     @abstractmethod
     def change(
@@ -262,7 +269,8 @@ class Relational(ABC):
                         f"WHERE x.key = {table}.{a} AND y.key = {table}.{b} "
                         "AND x.scope <> y.scope)"
                     )
-                cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
+                # edges went between memories that no key list of the feed names: every
+                # profile's indexes read what they hold again (the edge arrays whole)
                 for profile in sorted({p for _, _, p, _, _, _, _ in rows}):
                     feed.append(cur, m, profile, feed.Pending(rederived=True))
             cur.execute(self._set_meta, (SCOPE_KEYS_META, json.dumps(list(keys))))
@@ -336,7 +344,7 @@ class Relational(ABC):
         # What stays valid in the read cache: all but the rows new memories change in the
         # memories already stored (readcache.py).
         superseding = supersede_updates or any(item.supersedes for item in items)
-        changed: set[int] = set()  # the new keys, and the earlier ones given edges
+        changed: set[int] = set()  # the new keys
         kept = Kept(
             profile,
             STORED_KEEPS - {"records"} if superseding else STORED_KEEPS,
@@ -368,7 +376,7 @@ class Relational(ABC):
             self._insert_vectors(cur, profile, fresh)
             self.recorder.written(key for key, _ in fresh)
             changed.update(key for key, _ in fresh)
-            changed.update(derived.insert(cur, self.dialect, profile, fresh))
+            derived.insert(cur, self.dialect, profile, fresh)
             fields.insert(cur, self.mark, profile, fresh)
             lifecycle.insert_facts(cur, self.mark, profile, fresh, supersede_updates)
             return results
@@ -421,9 +429,6 @@ class Relational(ABC):
             derived.delete_passages(cur, self.dialect, keys)
             derived.insert(cur, self.dialect, profile, items, rederive=True)
             lifecycle.insert_facts(cur, m, profile, list(items))
-            # what is kept of the edges outside the rows (SQLite's edge arrays, in every
-            # process) is read again
-            cur.execute(self._set_meta, (derived.EDGES_EPOCH, secrets.token_hex(8)))
             self.recorder.rederived()
 
         self.change(profile, work)
@@ -548,14 +553,9 @@ class Relational(ABC):
             lambda missing: dict(self.select_in(head, profile, missing)),
         )
 
-    def edges_from(
-        self, profile: str, keys: Sequence[int]
-    ) -> dict[int, tuple[tuple[int, str, float], ...]]:
-        head = (
-            "SELECT src, dst, kind, weight FROM edges "
-            f"WHERE {self.dialect.by_key}profile = {self.mark} AND src"
-        )
-        return self._sorted_groups("edges", head, profile, keys)
+    def edges_from(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
+        """From the profile's edge arrays (:mod:`slm.index.edges`)."""
+        return self.edges.edges(profile, keys)
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         head = (

@@ -2,9 +2,10 @@
 
 Memories and every derived table live in the same file and change in the same
 transaction, so a crash leaves either the whole memory or none of it. Vectors are also
-held in an in-process index per profile (exact, or an HNSW graph for large profiles,
-saved beside the file with the feed position it reflects) that follows the store's change
-feed: see :mod:`slm.index.vector_cache`.
+held in an in-process index per profile (exact, or an HNSW graph for large profiles), and
+edges as arrays per profile, each following the store's change feed and saved, when large,
+beside the file (``<file>.index``) with the feed position it reflects: see
+:mod:`slm.index.vector_cache` and :mod:`slm.index.edges`.
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
 ``remember`` returns, even across a power cut (the recall log alone commits without waiting
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from slm.errors import StoreError
+from slm.index.edges import EdgeCache
 from slm.index.vector_cache import Vectors
 from slm.index.vectors import Matrix
 from slm.models import NewMemory
@@ -35,7 +37,6 @@ from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
 from slm.store.sqlite_dialect import SQLiteDialect
-from slm.store.sqlite_edges import EdgeCache, Edges
 
 T = TypeVar("T")
 
@@ -66,7 +67,7 @@ class SQLiteStore(Relational):
         self.cache = ReadCache(lambda _: self._conn.data_version())
         folder = Path(f"{self.path}.index")
         self.vectors = Vectors(self, folder, dim, store_id, self.cache.version, self._conn.lock)
-        self.edges = EdgeCache(self._conn, folder, store_id, self.cache.version)
+        self.edges = EdgeCache(self, folder, store_id, self.cache.version)
         self._allowed = fields.AllowedKeys()
 
     @property
@@ -101,6 +102,9 @@ class SQLiteStore(Relational):
 
     def _read(self, work: Callable[[Cursor], T]) -> T:
         return self._conn.read(work)
+
+    def snapshot(self, work: Callable[[Cursor], T]) -> T:
+        return self._conn.snapshot(work)
 
     def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
         rows = self._conn.rows(sql, params)
@@ -193,17 +197,7 @@ class SQLiteStore(Relational):
             "DELETE FROM memory_tags WHERE profile = ? AND key = ?", [(profile, k) for k in keys]
         )
 
-    def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
-        """See :meth:`Relational.rederive`; the edge arrays are dropped, to be built again
-        from the rows when next read (the passage indexes learn it from the feed)."""
-        super().rederive(profile, items)
-        self.edges.drop(profile)
-
     # -- reads ------------------------------------------------------------------------
-
-    def edges_from(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
-        """From the profile's edge arrays (:mod:`slm.store.sqlite_edges`)."""
-        return self.edges.edges(profile, keys)
 
     def _read_postings(self, profile: str, terms: Sequence[str], limit: int) -> dict[str, Postings]:
         """Read in one transaction, so that every term sees the same index."""

@@ -1,53 +1,59 @@
-"""The SQLite store's memory-to-memory edges, held per profile as arrays and saved beside
-the database: what spreading activation walks on every recall without reading a row.
+"""A profile's memory-to-memory edges, held in this process as arrays: what spreading
+activation walks on every recall without reading a row, on both stores.
 
 A recall's spreading activation takes two hops from its seeds and reads the edges of every
 memory it passes through (up to 64 a hop). On a store of 100k memories most of those were
-never read before, so their rows came from SQLite one statement at a time. Here a profile's
-edges are one table sorted by source (``src``, ``dst``, ``weight``, ``kind``), with each
-source's first row (``keys``, ``starts``); a memory's edges are a slice of it.
+never read before, so their rows came from the database one statement at a time. Here a
+profile's edges are one table sorted by source (``src``, ``dst``, ``weight``, ``kind``),
+with each source's first row (``keys``, ``starts``); a memory's edges are a slice of it.
 
-Kept in step with the rows, as the vector indexes are (:mod:`slm.index.vector_cache`):
+Kept current from the store's change feed (:mod:`slm.store.feed`), as the vector indexes
+are (:mod:`slm.index.vector_cache`): when the store may have changed, the changes after the
+arrays' sequence number and the edges they touched are read in one snapshot of the store,
+so what is held is exactly the rows as of the last change applied. Memory keys are never
+reused, so a change's keys say which memories' edges to read again, whole:
 
-- Edges are only ever added together with a new memory, and every edge added names one
-  (a turn and the one before it, a memory and its similar neighbours). Keys only grow, so
-  the edges written since the memory ``seen`` are those ``src > seen OR dst > seen``.
-- Forgetting a memory removes its edges and joins its turns before and after; every memory
-  whose edges that changes had an edge to it, so those are read again (the keys forgotten
-  in the change feed, slm.store.feed).
-- ``slm reindex`` writes every edge again: it changes the store's ``edges epoch`` (in
-  ``meta``, in the same transaction), and the arrays are read whole again.
+- a write adds edges only together with a new memory, and every edge it adds names one (a
+  turn and the one before it, a memory and its similar neighbours): the written memories
+  and those with an edge to one of them (``src IN written OR dst IN written``);
+- forgetting a memory removes its edges and joins its turns before and after; every memory
+  whose edges that changes had an edge to it: the forgotten memory's neighbours as held;
+- a change marked ``rederived`` (``slm reindex``, a change of scope keys) may have changed
+  any edge: the arrays are read whole again, as they are when more than :data:`_BATCH`
+  changes are waiting.
 
 What changed since the arrays were built is held beside them (``overlay``: each changed
 memory's edges whole), and merged into new arrays once it covers more than
 :data:`OVERLAY_SHARE` of their memories (at least :data:`OVERLAY_MIN`). Profiles of at
-least :data:`SAVE_MIN` memories are then saved beside the database
-(``<file>.index/<profile>#edges.json`` and its data file, with the watermark: the last key
-and the feed's sequence number they reflect) and opened from there, so opening a large
-store reads only the edges written since from SQLite. The first recall of a large
-profile with no saved arrays reads its edges whole (1.4 s for the 790k edges of 100k
-memories: 0.8 s of SQL, 0.6 s building the arrays), once. Saved arrays of more than
-:data:`IN_MEMORY_ROWS` edges are not read into memory but mapped from their file: the
-pages recalls touch are what they cost.
+least :data:`SAVE_MIN` memories with edges are then saved when the store gives a folder
+(SQLite: ``<file>.index/<profile>#edges.json`` and its data file, with the feed position
+they reflect; PostgreSQL keeps them in memory only), and opened from there, so opening a
+large store reads only the changes since. Saved arrays are used only when they were saved
+in this format, for this database (its ``store_id``) and profile, at a feed position the
+rows have reached, and their last memory key still holds the memory it held. The first
+recall of a large profile with nothing saved reads its edges whole (1.4 s for the 790k
+edges of 100k memories on SQLite: 0.8 s of SQL, 0.6 s building the arrays), once. Saved
+arrays of more than :data:`IN_MEMORY_ROWS` edges are not read into memory but mapped from
+their file: the pages recalls touch are what they cost.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from slm.store.derived import EDGES_EPOCH
-from slm.store.files import data_files, read_manifest, save_pair
-from slm.store.sqlite_conn import Connection
-from slm.store.sqlite_dialect import SQLiteDialect
+from slm.store import feed
+from slm.store.base import Cursor
+from slm.store.dialect import Dialect
+from slm.store.files import read_manifest, save_pair
+
+T = TypeVar("T")
 
 #: One memory's edge as ``edges_from`` gives it: (neighbour, kind, weight).
 Edge = tuple[int, str, float]
@@ -67,8 +73,29 @@ IN_MEMORY_ROWS = 2_000_000
 READ_LIMIT = 20_000
 #: Profiles with at least this many memories with edges have their arrays saved.
 SAVE_MIN = 5_000
+#: More changes than this waiting: the arrays are read whole instead.
+_BATCH = 10_000
+#: The format of saved manifests: one of another format is not used.
+FORMAT = "feed-1"
 _SUFFIX = "#edges"
-_DIALECT = SQLiteDialect()
+_EDGE = "SELECT src, dst, weight, kind FROM edges WHERE "
+
+
+class Snapshots(Protocol):
+    """What the edge arrays read of the store they follow
+    (:class:`slm.store.relational.Relational`)."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def mark(self) -> str: ...
+
+    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+
+    def snapshot(self, work: Callable[[Cursor], T]) -> T:
+        """``work`` with a cursor whose statements all see one commit."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,39 +217,37 @@ class EdgeState:
     """One profile's arrays and what changed since they were built."""
 
     arrays: EdgeArrays
-    #: the highest memory key whose edges are caught up (arrays and overlay)
-    seen: int = 0
-    #: the change feed's sequence number caught up
-    forgotten_seq: int = 0
-    #: the store's edges epoch when caught up
-    epoch: str = ""
-    #: the highest memory key the arrays alone reflect (their watermark when saved)
-    built: int = 0
-    built_seq: int = 0
+    #: the feed's sequence number of the last change applied (arrays and overlay)
+    seq: int = 0
+    #: the highest memory key written by the changes applied (the restored-copy check of
+    #: saved arrays)
+    max_key: int = 0
     #: each memory whose edges changed since the arrays were built: its edges whole
     overlay: dict[int, Edges] = field(default_factory=dict)
     #: what was read of the arrays as tuples, by key (at most READ_LIMIT; a small profile's
     #: recalls ask for the same memories again and again)
     read: dict[int, Edges] = field(default_factory=dict)
     dirty: bool = False
-    data_version: int = -1
+    #: the store's version when these arrays last caught up
+    version: int = -1
 
-    def rebuilt(self, arrays: EdgeArrays, top: int, seq: int) -> None:
-        """Hold ``arrays``, which reflect every edge up to ``top`` and ``seq``."""
+    def rebuilt(self, arrays: EdgeArrays) -> None:
+        """Hold ``arrays``, which reflect every change applied."""
         self.arrays, self.overlay, self.read = arrays, {}, {}
-        self.built, self.built_seq = top, seq
 
 
 class EdgeCache:
-    """Per-profile edge arrays of one SQLite store, following its rows. They have a lock of
-    their own, and take the store's only to read rows: recalls in other threads go on
+    """Per-profile edge arrays of one store, following its change feed. They have a lock
+    of their own, and take the store's only to read rows: recalls in other threads go on
     reading the store while one reads edges here."""
 
     def __init__(
-        self, conn: Connection, folder: Path, store_id: str, version: Callable[[str], int]
+        self, store: Snapshots, folder: Path | None, store_id: str, version: Callable[[str], int]
     ) -> None:
-        self._conn = conn
+        self._store = store
         self._lock = threading.RLock()
+        #: a number that changes when the profile may have changed: SQLite's
+        #: ``data_version``, PostgreSQL's feed head (pinned for the length of a recall)
         self._version = version
         self.folder = folder
         self.store_id = store_id
@@ -244,18 +269,10 @@ class EdgeCache:
             return {key: edges for key, edges in out if edges}
 
     def written(self) -> None:
-        """Our own connection committed: every profile's arrays must look for changes."""
+        """This process committed a write: every profile's arrays must look for changes."""
         with self._lock:
             for state in self.states.values():
                 state.dirty = True
-
-    def drop(self, profile: str) -> None:
-        """Forget the profile's arrays, in memory and on disk (``slm reindex``)."""
-        with self._lock:
-            self.states.pop(profile, None)
-            name = profile + _SUFFIX
-            for path in [self.folder / f"{name}.json", *data_files(self.folder, name, "edges")]:
-                path.unlink(missing_ok=True)
 
     def info(self) -> dict[str, Any]:
         with self._lock:
@@ -268,121 +285,122 @@ class EdgeCache:
                 for profile, state in self.states.items()
             }
 
-    # -- kept in step -----------------------------------------------------------------
+    # -- kept current -----------------------------------------------------------------
 
     def _current(self, profile: str) -> EdgeState:
         state = self.states.get(profile)
         if state is None:
-            return self.states.setdefault(profile, self._open(profile))
-        version = self._version(profile)
-        if state.dirty or version != state.data_version:
-            state.data_version, state.dirty = version, False
-            self._conn.snapshot(lambda db: self._catch_up(db, profile, state))
+            version = self._version(profile)  # before reading: a commit after is seen next
+            state = self.states[profile] = self._open(profile)
+        elif state.dirty or self._version(profile) != state.version:
+            version = self._version(profile)
+        else:
+            return state
+        state.dirty = False  # a write committed while catching up sets it again
+        try:
+            rebuilt = self._store.snapshot(lambda cur: self._catch_up(cur, profile, state))
+        except BaseException:
+            state.dirty = True  # tried again on the next read
+            raise
+        state.version = version
+        if rebuilt:
+            self._saved_if_large(profile, state)
         return state
 
     def _open(self, profile: str) -> EdgeState:
-        """From the saved arrays when they describe this database, caught up; otherwise
-        read whole from the rows."""
-        version = self._version(profile)
-        manifest = read_manifest(self.folder / f"{profile}{_SUFFIX}.json")
-        arrays = None
-        if manifest is not None and self._conn.snapshot(
-            lambda db: self._belongs(db, profile, manifest)
-        ):
-            arrays = EdgeArrays.load(self.folder, manifest)
-        if arrays is None or manifest is None:
-            state = self._conn.snapshot(lambda db: self._read_whole(db, profile))
-            state.data_version = version
-            if len(state.arrays) >= SAVE_MIN:
-                self._save(profile, state)
-            return state
-        top, seq = int(manifest["top"]), int(manifest["feed_seq"])
-        state = EdgeState(arrays, top, seq, str(manifest["epoch"]), top, seq)
-        state.data_version = version
-        self._conn.snapshot(lambda db: self._catch_up(db, profile, state))
+        """From the saved arrays when they describe this database; otherwise read whole
+        from the rows."""
+        if self.folder is not None:
+            manifest = read_manifest(self.folder / f"{profile}{_SUFFIX}.json")
+            if manifest is not None and self._belongs(profile, manifest):
+                arrays = EdgeArrays.load(self.folder, manifest)
+                if arrays is not None:
+                    return EdgeState(arrays, int(manifest["seq"]), int(manifest["max_key"]))
+        state = self._store.snapshot(lambda cur: self._read_whole(cur, profile))
+        self._saved_if_large(profile, state)
         return state
 
-    def _belongs(self, db: sqlite3.Connection, profile: str, manifest: Mapping[str, Any]) -> bool:
-        """Whether saved arrays describe this database's profile at a point it has passed
-        (as :meth:`VectorCache._belongs <slm.index.vector_cache.VectorCache>` checks)."""
+    def _belongs(self, profile: str, manifest: Mapping[str, Any]) -> bool:
+        """Whether saved arrays describe this database's profile at a point its feed has
+        passed, the last memory they know still being the one they knew (as
+        :meth:`VectorCache._belongs <slm.index.vector_cache.VectorCache>` checks)."""
         try:
-            top, seq = int(manifest["top"]), int(manifest["feed_seq"])
-            same = (manifest["store_id"], manifest["profile"], manifest["epoch"])
+            seq, max_key = int(manifest["seq"]), int(manifest["max_key"])
+            same = (manifest["format"], manifest["store_id"], manifest["profile"])
         except (KeyError, TypeError, ValueError):
             return False
-        now_top, now_seq, epoch = _watermark(db, profile)
-        if same != (self.store_id, profile, epoch) or top > now_top or seq > now_seq:
+        if same != (FORMAT, self.store_id, profile):
             return False
-        row = db.execute("SELECT id FROM memories WHERE key = ?", (top,)).fetchone()
-        return row is None or row[0] == manifest.get("last_id", row[0])
+        last = self._id_of(max_key)
+        if last is not None and last != manifest.get("last_id", last):
+            return False
+        return seq <= feed.head(self._store.select, self._store.mark, profile)
 
-    def _read_whole(self, db: sqlite3.Connection, profile: str) -> EdgeState:
-        top, seq, epoch = _watermark(db, profile)
-        rows = db.execute(
-            "SELECT src, dst, weight, kind FROM edges WHERE profile = ? ORDER BY src, dst, kind",
-            (profile,),
+    def _read_whole(self, cur: Cursor, profile: str) -> EdgeState:
+        """The profile's edges as the feed's head leaves them (``cur`` reads one snapshot)."""
+        mark = self._store.mark
+        seq = feed.head(_selector(cur), mark, profile)
+        (top,) = cur.execute(
+            f"SELECT coalesce(max(key), 0) FROM memories WHERE profile = {mark}", (profile,)
+        ).fetchone()
+        rows = cur.execute(
+            f"{_EDGE}profile = {mark} ORDER BY src, dst, kind", (profile,)
         ).fetchall()
-        return EdgeState(EdgeArrays.of_rows(rows), top, seq, epoch, top, seq)
+        return EdgeState(EdgeArrays.of_rows(rows), seq, int(top))
 
-    def _catch_up(self, db: sqlite3.Connection, profile: str, state: EdgeState) -> None:
-        """Bring ``state`` to the rows of this read transaction (see the module docstring);
-        merge and save the arrays when what changed has grown large."""
-        top, seq, epoch = _watermark(db, profile)
-        if epoch != state.epoch:
-            state.rebuilt(self._read_whole(db, profile).arrays, top, seq)
-            state.seen, state.forgotten_seq, state.epoch = top, seq, epoch
-            self._saved_if_large(profile, state)
-            return
-        changed: dict[int, dict[tuple[int, str], float]] = defaultdict(dict)
-        for src, dst, weight, kind in db.execute(
-            "SELECT src, dst, weight, kind FROM edges WHERE profile = ? AND (src > ? OR dst > ?)",
-            (profile, state.seen, state.seen),
-        ):
-            changed[src][(dst, kind)] = weight
-        gone = [
-            int(key)
-            for (keys,) in db.execute(
-                "SELECT forgotten FROM changes WHERE profile = ? AND seq > ? AND forgotten <> ''",
-                (profile, state.forgotten_seq),
-            )
-            for key in keys.split()
-        ]
-        touched = {dst for key in gone for dst, _, _ in self._edges_of(state, key)} - set(gone)
-        for key in touched:
-            changed[key] = {}  # read whole below
-        head = "SELECT src, dst, weight, kind FROM edges WHERE +profile = ? AND src"
-        for src, dst, weight, kind in _DIALECT.rows_in(db, head, [profile], sorted(touched)):
-            changed[src][(dst, kind)] = weight
-        for key, edges in changed.items():
-            if key <= state.seen and key not in touched:  # an earlier memory gained edges
-                edges = {**{(d, k): w for d, k, w in self._edges_of(state, key)}, **edges}
-            state.overlay[key] = tuple(sorted((d, k, w) for (d, k), w in edges.items()))
-        state.overlay.update((key, ()) for key in gone)
-        state.seen, state.forgotten_seq = top, seq
-        if len(state.overlay) > max(OVERLAY_MIN, OVERLAY_SHARE * len(state.arrays)):
-            state.rebuilt(state.arrays.merged(state.overlay), top, seq)
-            self._saved_if_large(profile, state)
+    def _catch_up(self, cur: Cursor, profile: str, state: EdgeState) -> bool:
+        """Bring ``state`` to the rows of ``cur``'s snapshot (see the module docstring),
+        merging what changed into new arrays when it has grown large; whether the arrays
+        were built again (and may be saved). Every row is read before ``state`` changes."""
+        changes = feed.since(_selector(cur), self._store.mark, profile, state.seq, _BATCH + 1)
+        if not changes:
+            return False
+        if len(changes) > _BATCH or any(change.rederived for change in changes):
+            fresh = self._read_whole(cur, profile)
+            state.rebuilt(fresh.arrays)
+            state.seq, state.max_key = fresh.seq, fresh.max_key
+            return True
+        written = {key for change in changes for key in change.written}
+        forgotten = {key for change in changes for key in change.forgotten}
+        # A memory written and forgotten since is not held: its turn before was joined to
+        # its turn after, which was written after it, so is in ``written`` too.
+        touched = {dst for key in forgotten for dst, _, _ in self._edges_of(state, key)}
+        d = self._store.dialect
+        linked = {src for (src,) in d.rows_in(cur, "SELECT src FROM edges WHERE dst", [], written)}
+        again = sorted((written | linked | touched) - forgotten)
+        found: dict[int, list[Edge]] = {key: [] for key in again}
+        for src, dst, weight, kind in d.rows_in(cur, f"{_EDGE}src", [], again):
+            found[src].append((dst, kind, weight))
+        state.overlay.update((key, tuple(sorted(edges))) for key, edges in found.items())
+        state.overlay.update((key, ()) for key in forgotten)
+        state.seq, state.max_key = changes[-1].seq, max([state.max_key, *written])
+        if len(state.overlay) <= max(OVERLAY_MIN, OVERLAY_SHARE * len(state.arrays)):
+            return False
+        state.rebuilt(state.arrays.merged(state.overlay))
+        return True
 
     def _edges_of(self, state: EdgeState, key: int) -> Edges:
         if key in state.overlay:
             return state.overlay[key]
         return state.arrays.edges([key]).get(key, ())
 
-    def _saved_if_large(self, profile: str, state: EdgeState) -> None:
-        if len(state.arrays) >= SAVE_MIN:
-            self._save(profile, state)
+    def _id_of(self, key: int) -> str | None:
+        rows = self._store.select(f"SELECT id FROM memories WHERE key = {self._store.mark}", (key,))
+        return str(rows[0][0]) if rows else None
 
-    def _save(self, profile: str, state: EdgeState) -> None:
-        """Save the arrays (what they alone reflect: ``built``); arrays too large to hold
+    def _saved_if_large(self, profile: str, state: EdgeState) -> None:
+        """Save the arrays (called when they hold every change applied, the overlay
+        empty) when the store gives a folder and they are large; arrays too large to hold
         are then mapped from the file (smaller ones are held as they are, equal to it)."""
-        rows = self._conn.rows("SELECT id FROM memories WHERE key = ?", (state.built,))
+        if self.folder is None or len(state.arrays) < SAVE_MIN:
+            return
         watermark = {
+            "format": FORMAT,
             "store_id": self.store_id,
             "profile": profile,
-            "epoch": state.epoch,
-            "top": state.built,
-            "feed_seq": state.built_seq,
-            "last_id": rows[0][0] if rows else None,
+            "seq": state.seq,
+            "max_key": state.max_key,
+            "last_id": self._id_of(state.max_key),
         }
         try:
             state.arrays.save(self.folder, profile + _SUFFIX, watermark)
@@ -396,13 +414,6 @@ class EdgeCache:
             state.arrays = mapped
 
 
-def _watermark(db: sqlite3.Connection, profile: str) -> tuple[int, int, str]:
-    """The highest memory key handed out, the profile's last change in the feed and the
-    edges epoch, as this read transaction sees them."""
-    top, seq = db.execute(
-        "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memories'), 0), "
-        "coalesce((SELECT max(seq) FROM changes WHERE profile = ?), 0)",
-        (profile,),
-    ).fetchone()
-    row = db.execute("SELECT value FROM meta WHERE key = ?", (EDGES_EPOCH,)).fetchone()
-    return int(top), int(seq), str(row[0]) if row else ""
+def _selector(cur: Cursor) -> Callable[[str, Sequence[Any]], list[Any]]:
+    """``cur``'s statements as the feed reads them."""
+    return lambda sql, params: list(cur.execute(sql, params).fetchall())
