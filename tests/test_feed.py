@@ -80,9 +80,10 @@ def test_recalls_through_followed_indexes_equal_recalls_from_the_rows(
     store_at: dict[str, Any], seed: int
 ) -> None:
     """Two handles (two connections: as two processes, or two servers) write, update
-    (supersede), unlink, forget and reindex at random, each recalling between the changes; after every step
-    both answer exactly as a third handle opened then, whose indexes and read cache are
-    built from the rows alone, and find the same nearest vectors and the same edges."""
+    (supersede), unlink, forget and reindex at random, each recalling between the changes;
+    after every step both answer exactly as a third handle opened then, whose indexes and
+    read cache are built from the rows alone, and find the same nearest vectors and the same
+    edges."""
     rng = random.Random(seed)
     writers = [Memory(**store_at, settings=FAKE) for _ in range(2)]
     try:
