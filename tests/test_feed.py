@@ -146,3 +146,28 @@ def test_passages_written_again_are_followed_by_another_handle(store_at: dict[st
         assert np.allclose(
             after[again.key], first.store.vectors.passages("default", [again.key])[again.key]
         )
+
+
+def test_a_change_of_scope_keys_in_this_process_is_followed(store_at: dict[str, Any]) -> None:
+    """Reading the scopes again with other keys drops the links between memories that no
+    longer share a scope; a handle whose indexes and read cache were already built sees it
+    at once, as a handle opened afterwards does."""
+    from store_checks import edge_rows
+
+    with Memory(**store_at, settings=FAKE) as memory:
+        memory.remember_many(
+            [
+                {"content": f"turn {i} about the garden", "metadata": {"team": f"t{i % 2}"}}
+                for i in range(8)
+            ]
+        )
+        store = memory.store
+        keys = [r.key for r in memory.list(100)]
+        before = store.edges_from("default", keys)
+        memory.recall("garden", now=NOW)
+        assert store.rescope(["team"]) > 0
+        after = store.edges_from("default", keys)
+        assert after != before
+        assert after == {k: v for k, v in edge_rows(store, "default").items() if k in keys}
+        with Memory(**store_at, settings=Settings(embedder="fake", scope_keys=("team",))) as fresh:
+            assert answers(memory) == answers(fresh)

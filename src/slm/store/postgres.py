@@ -226,8 +226,11 @@ class PostgresStore(Relational):
             seq = self.recorder.last()
             if committed and seq is not None:
                 self.cache.advance(profile, seq)
-            self.vectors.written()
-            self.edges.written()
+            self._indexes_changed()
+
+    def _indexes_changed(self) -> None:
+        self.vectors.written()
+        self.edges.written()
 
     # -- writes -----------------------------------------------------------------------
 

@@ -276,7 +276,15 @@ class Relational(ABC):
             cur.execute(self._set_meta, (SCOPE_KEYS_META, json.dumps(list(keys))))
             return len(changed)
 
-        return self.change(None, work)
+        moved = self.change(None, work)
+        if moved:  # this process's own commit: what it keeps is read again
+            self.cache.clear()
+            self._indexes_changed()
+        return moved
+
+    @abstractmethod
+    def _indexes_changed(self) -> None:
+        """This process committed a change: its indexes look for it in the feed."""
 
     def health(self) -> dict[str, Any]:
         """Where the store is and whether it answers, with what its database reports

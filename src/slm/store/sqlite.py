@@ -93,9 +93,12 @@ class SQLiteStore(Relational):
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction (retried whole while the file is busy)."""
         result = self._conn.write(work)
+        self._indexes_changed()
+        return result
+
+    def _indexes_changed(self) -> None:
         self.vectors.written()
         self.edges.written()
-        return result
 
     def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.rows(sql, params)
