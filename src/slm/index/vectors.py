@@ -59,7 +59,8 @@ def _ordered(keys: npt.NDArray[np.int64], scores: npt.NDArray[np.float32], k: in
         return []
     if k < len(keys):
         kth = scores[np.argpartition(-scores, k - 1)[k - 1]]
-        top = np.flatnonzero(scores >= kth)
+        # fewer than k finite scores: those are all there is
+        top = np.flatnonzero(scores >= kth if np.isfinite(kth) else np.isfinite(scores))
         keys, scores = keys[top], scores[top]
     finite = np.isfinite(scores)
     if not finite.all():
