@@ -171,6 +171,27 @@ def test_small_run_reports_everything_and_plots(
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_small_run_on_postgresql(
+    postgres_dsn: str, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--dsn``: the same steps on an empty PostgreSQL database (no disk figure, no cold
+    start); a database that already holds memories is refused, and so is ``--cold``."""
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")
+    runner = CliRunner()
+    args = ["bench", "scale", "--n", "300", "--queries", "10", "--extra", "20", "--singles"]
+    args += ["3", "--json", "--cache-dir", str(cache), "--dsn", postgres_dsn]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["store"] == "postgresql" and report["command"].endswith("--dsn ...")
+    assert "disk_bytes_per_memory" not in report and report["hit@10"] >= 0.8
+    assert report["latency_ms"]["p50"] > 0 and report["ingest_memories"] == 20
+    again = runner.invoke(cli, args)
+    assert again.exit_code != 0 and "already holds memories" in again.output
+    cold = runner.invoke(cli, [*args, "--cold"])
+    assert cold.exit_code != 0 and "SQLite only" in cold.output
+
+
 def test_plot_rejects_a_file_that_is_not_a_report(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"n": 3}', encoding="utf-8")

@@ -215,6 +215,7 @@ def retrieval(
     type=click.Path(file_okay=False, path_type=Path),
     help="Token-vector cache (default: the user cache directory, slm/bench).",
 )
+@click.option("--dsn", help="Run on this PostgreSQL database (empty; it keeps the memories).")
 def scale(
     n: int,
     out: Path | None,
@@ -229,6 +230,7 @@ def scale(
     extra: int,
     singles: int,
     cache_dir: Path | None,
+    dsn: str | None,
 ) -> None:
     """Ingest rate, recall latency, memory and disk at N synthetic memories (docs/benchmarks.md)."""
     from slm_bench import scale as harness
@@ -246,9 +248,11 @@ def scale(
         extra=extra,
         singles=singles,
         progress=_progress(quiet),
+        dsn=dsn,
     )
     flags = f" --seed {seed} --queries {queries}" + (" --real-vectors" if real_vectors else "")
     flags += " --cold" if cold else ""
+    flags += " --dsn ..." if dsn else ""
     report["command"] = f"slm bench scale --n {n}{flags}"
     _emit(report, out, as_json, harness.markdown)
 

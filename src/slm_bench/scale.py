@@ -73,6 +73,8 @@ EXTRA_BATCH = 500
 #: Memories stored one ``remember`` call each after the batched model ingest.
 SINGLES = 50
 STORE_NAME = "scale.db"
+#: Where a benchmark's store is: an SQLite file, or a PostgreSQL DSN.
+Where = Path | str
 
 Progress = Callable[[str], None]
 
@@ -246,8 +248,10 @@ def run(
     singles: int = SINGLES,
     cold: bool = False,
     progress: Progress | None = None,
+    dsn: str | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark (see the module docstring) and return the report."""
+    """Run the benchmark (see the module docstring) and return the report; with ``dsn``, on
+    that PostgreSQL database, which must hold no memory (it keeps them afterwards)."""
     if n < queries + WARMUP or queries < 1:
         raise InvalidInput(
             f"{queries} queries need n >= {queries + WARMUP} (they and {WARMUP} warm-up ones "
@@ -259,25 +263,34 @@ def run(
     started, clock = _now(), time.perf_counter()
     folder = Path(tempfile.mkdtemp(prefix="slm-scale-")) if directory is None else directory
     folder.mkdir(parents=True, exist_ok=True)
-    db = folder / STORE_NAME
-    if any(folder.glob(f"{db.stem}*")):
-        raise ConfigError(f"{folder} already holds a {db.stem} store; choose an empty --dir")
+    db: Where = folder / STORE_NAME if dsn is None else dsn
+    if dsn is not None:
+        if cold:
+            raise ConfigError("--cold drops a file's pages from the cache: SQLite only")
+        with Memory(dsn=dsn, settings=settings) as memory:
+            if memory.store.profiles():
+                raise ConfigError("the database already holds memories; give an empty one")
+    elif any(folder.glob(f"{STORE_NAME.split('.')[0]}*")):
+        raise ConfigError(f"{folder} already holds a scale store; choose an empty --dir")
     try:
         gen = synth.Synth(n, seed, queries=queries + WARMUP, warmup=WARMUP)
         embedder = make_embedder(settings.embedder)
         report, asked = _bulk(gen, db, settings, embedder, real_vectors, cache_dir, say)
-        report["disk_bytes"] = store_bytes(db)
-        report["disk_bytes_per_memory"] = round(report["disk_bytes"] / n, 1)
-        say(f"store: {report['disk_bytes'] / 2**20:.1f} MiB on disk; serving in a new process")
+        if isinstance(db, Path):
+            report["disk_bytes"] = store_bytes(db)
+            report["disk_bytes_per_memory"] = round(report["disk_bytes"] / n, 1)
+            say(f"store: {report['disk_bytes'] / 2**20:.1f} MiB on disk; serving in a new process")
         report["page_cache"] = "as the bulk load left it"
-        if cold:
+        if cold and isinstance(db, Path):
             evicted = evict_page_cache(db)
             report["page_cache"] = "evicted" if evicted else "eviction not supported here"
         report.update(serve_in_subprocess(db, settings, asked))
         report.update(model_ingest(gen, db, settings, embedder, extra, say, singles))
     finally:
-        if not keep:
+        if not keep and isinstance(db, Path):
             _remove_store(folder, db, temporary=directory is None)
+        elif directory is None:
+            shutil.rmtree(folder, ignore_errors=True)
     report = {
         "benchmark": "scale",
         "n": n,
@@ -288,7 +301,7 @@ def run(
         "k": K,
         **report,
         "channels": list(enabled(settings)),
-        "store": str(db) if keep else None,
+        "store": (str(db) if keep else None) if isinstance(db, Path) else "postgresql",
         "machine": _machine(),
         "started_at": started,
         "finished_at": _now(),
@@ -308,9 +321,14 @@ def _remove_store(folder: Path, db: Path, *, temporary: bool) -> None:
             entry.unlink(missing_ok=True)
 
 
+def _open(db: Where, **options: Any) -> Memory:
+    """The store at ``db``: an SQLite file, or a PostgreSQL DSN."""
+    return Memory(dsn=db, **options) if isinstance(db, str) else Memory(db, **options)
+
+
 def _bulk(
     gen: synth.Synth,
-    db: Path,
+    db: Where,
     settings: Settings,
     embedder: Embedder,
     real_vectors: bool,
@@ -333,7 +351,7 @@ def _bulk(
     done, every = 0, max(1, gen.n // BULK_BATCH // 10)
     begin = time.perf_counter()
     given = Precomputed(embedder)
-    with Memory(db, settings=settings, embedder=given) as memory:
+    with _open(db, settings=settings, embedder=given) as memory:
         for number, batch in enumerate(gen.batches(), start=1):
             texts = [item.content for item in batch.items]
             if table is None:
@@ -361,7 +379,7 @@ def _bulk(
 
 def model_ingest(
     gen: synth.Synth,
-    db: Path,
+    db: Where,
     settings: Settings,
     embedder: Embedder,
     extra: int,
@@ -382,7 +400,7 @@ def model_ingest(
     items = [item for batch in gen.extra(extra + singles, EXTRA_BATCH) for item in batch.items]
     embedder.embed_batch(["load the model before the clock starts"])
     elapsed, single_ms = 0.0, []
-    with Memory(db, settings=settings, embedder=embedder) as memory:
+    with _open(db, settings=settings, embedder=embedder) as memory:
         for start in range(0, extra, EXTRA_BATCH):
             batch = items[start : min(start + EXTRA_BATCH, extra)]
             clock = time.perf_counter()
@@ -423,12 +441,13 @@ def _spread(ms: Sequence[float]) -> dict[str, float]:
 
 
 def serve_in_subprocess(
-    db: Path, settings: Settings, queries: Sequence[synth.SynthQuery]
+    db: Where, settings: Settings, queries: Sequence[synth.SynthQuery]
 ) -> dict[str, Any]:
     """Step 2 in a new interpreter (``python -m slm_bench.scale SPEC``); its report."""
     ordered = sorted(queries, key=lambda q: (not q.warmup, q.target))
     spec = {
         "db": str(db),
+        "dsn": isinstance(db, str),
         "settings": _settings_json(settings),
         "queries": [
             {
@@ -464,7 +483,7 @@ def serve(spec: Mapping[str, Any]) -> dict[str, Any]:
     settings = _settings_from(spec["settings"])
     first = warm[0] if warm else timed[0]
     start = time.perf_counter()
-    memory = Memory(spec["db"], settings=settings)
+    memory = _open(spec["db"] if spec.get("dsn") else Path(spec["db"]), settings=settings)
     try:
         memory.recall(first["text"], k=K, now=first["now"])
         opened = time.perf_counter() - start
@@ -663,7 +682,12 @@ def markdown(report: Mapping[str, Any]) -> str:
             "peak RSS serving / ingest",
             f"{report['peak_rss_mb']:,.0f} / {report['peak_rss_ingest_mb']:,.0f} MiB",
         ),
-        ("disk per memory", f"{report['disk_bytes_per_memory']:,.0f} bytes"),
+        (
+            "disk per memory",
+            f"{per:,.0f} bytes"
+            if (per := report.get("disk_bytes_per_memory")) is not None
+            else "not measured (PostgreSQL)",
+        ),
     ]
     head = (
         f"slm bench scale: {report['n']:,} memories (seed {report['seed']}, "
