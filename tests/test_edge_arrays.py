@@ -17,6 +17,7 @@ from store_checks import edge_rows
 from slm import Memory, Settings
 from slm.index import edges as edge_index
 from slm.index.edges import EdgeArrays
+from slm.index.saved import FORMAT
 
 WORDS = "boiler garden Lisbon Porto violin marathon sister dentist invoice Tuesday".split()
 FAKE = Settings(embedder="fake")
@@ -124,7 +125,7 @@ def test_saved_arrays_of_another_database_or_a_later_point_are_not_used(tmp_path
         head = memory.store.feed_head(memory.profile)  # type: ignore[attr-defined]
     manifest_path = tmp_path / "m.db.index" / "default#edges.json"
     saved = json.loads(manifest_path.read_text())
-    assert saved["format"] == edge_index.FORMAT and 0 < saved["seq"] <= head
+    assert saved["format"] == FORMAT and 0 < saved["seq"] <= head
     saved["seq"] = head  # nothing to catch up with
     wrong = {"seq": 1000}, {"store_id": "another"}, {"format": "older"}, {"last_id": "another"}
     for change in [{}, *wrong]:

@@ -48,6 +48,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from slm.index import saved
 from slm.store import feed
 from slm.store.base import Cursor
 from slm.store.dialect import Dialect
@@ -75,8 +76,6 @@ READ_LIMIT = 20_000
 SAVE_MIN = 5_000
 #: More changes than this waiting: the arrays are read whole instead.
 _BATCH = 10_000
-#: The format of saved manifests: one of another format is not used.
-FORMAT = "feed-1"
 _SUFFIX = "#edges"
 _EDGE = "SELECT src, dst, weight, kind FROM edges WHERE "
 
@@ -321,20 +320,10 @@ class EdgeCache:
         return state
 
     def _belongs(self, profile: str, manifest: Mapping[str, Any]) -> bool:
-        """Whether saved arrays describe this database's profile at a point its feed has
-        passed, the last memory they know still being the one they knew (as
-        :meth:`VectorCache._belongs <slm.index.vector_cache.VectorCache>` checks)."""
-        try:
-            seq, max_key = int(manifest["seq"]), int(manifest["max_key"])
-            same = (manifest["format"], manifest["store_id"], manifest["profile"])
-        except (KeyError, TypeError, ValueError):
-            return False
-        if same != (FORMAT, self.store_id, profile):
-            return False
-        last = self._id_of(max_key)
-        if last is not None and last != manifest.get("last_id", last):
-            return False
-        return seq <= feed.head(self._store.select, self._store.mark, profile)
+        """Whether saved arrays describe this database's profile where it still stands
+        (:func:`slm.index.saved.belongs`)."""
+        store = self._store
+        return saved.belongs(store.select, store.mark, self.store_id, profile, manifest)
 
     def _read_whole(self, cur: Cursor, profile: str) -> EdgeState:
         """The profile's edges as the feed's head leaves them (``cur`` reads one snapshot)."""
@@ -384,26 +373,18 @@ class EdgeCache:
             return state.overlay[key]
         return state.arrays.edges([key]).get(key, ())
 
-    def _id_of(self, key: int) -> str | None:
-        rows = self._store.select(f"SELECT id FROM memories WHERE key = {self._store.mark}", (key,))
-        return str(rows[0][0]) if rows else None
-
     def _saved_if_large(self, profile: str, state: EdgeState) -> None:
         """Save the arrays (called when they hold every change applied, the overlay
         empty) when the store gives a folder and they are large; arrays too large to hold
         are then mapped from the file (smaller ones are held as they are, equal to it)."""
         if self.folder is None or len(state.arrays) < SAVE_MIN:
             return
-        watermark = {
-            "format": FORMAT,
-            "store_id": self.store_id,
-            "profile": profile,
-            "seq": state.seq,
-            "max_key": state.max_key,
-            "last_id": self._id_of(state.max_key),
-        }
+        store = self._store
+        mark = saved.watermark(
+            store.select, store.mark, self.store_id, profile, state.seq, state.max_key
+        )
         try:
-            state.arrays.save(self.folder, profile + _SUFFIX, watermark)
+            state.arrays.save(self.folder, profile + _SUFFIX, mark)
         except OSError:
             return  # arrays that cannot be saved are read from the rows next time
         if len(state.arrays.table) <= IN_MEMORY_ROWS:

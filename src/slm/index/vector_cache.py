@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from slm.index import saved
 from slm.index.vectors import EXACT_MAX, ExactIndex, GraphIndex, Matrix, VectorIndex, graph_from
 from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
 from slm.store.dialect import Dialect
@@ -45,8 +46,6 @@ _BATCH = 10_000
 _ROWS = 50_000
 #: A graph index is saved once this many changes (or a quarter of its size) are unsaved.
 SAVE_EVERY = 20_000
-#: The format of saved manifests: one of another format is not used.
-FORMAT = "feed-1"
 
 
 class Followed(Protocol):
@@ -142,9 +141,11 @@ class VectorCache:
             state = self.states[profile] = self._open(profile)
             state.version = version
             self._catch_up(profile, state)
-        elif state.dirty or self._version(profile) != state.version:
-            state.version = self._version(profile)
-            self._catch_up(profile, state)
+        else:
+            version = self._version(profile)  # PostgreSQL: a round trip outside a recall
+            if state.dirty or version != state.version:
+                state.version = version
+                self._catch_up(profile, state)
         return state.index
 
     def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
@@ -206,20 +207,16 @@ class VectorCache:
             state.index = graph_from(state.index)
 
     def _belongs(self, profile: str, manifest: dict[str, Any]) -> bool:
-        """Whether a saved manifest describes this database's profile at a point its feed
-        has passed, the last memory it holds still being the one it held."""
+        """Whether a saved manifest is of vectors of this dimension and describes this
+        database's profile where it still stands (:func:`slm.index.saved.belongs`)."""
         try:
-            seq, max_key = int(manifest["seq"]), int(manifest["max_key"])
-            same = (manifest["format"], manifest["store_id"], manifest["profile"])
             dim = int(manifest["dim"])
         except (KeyError, TypeError, ValueError):
             return False
-        if same != (FORMAT, self.store_id, profile) or dim != self.dim:
-            return False
-        last = self._id_of(max_key)
-        if last is not None and last != manifest.get("last_id", last):
-            return False  # the key now holds another memory: not the rows this was saved from
-        return seq <= self._store.feed_head(profile)
+        store = self._store
+        return dim == self.dim and saved.belongs(
+            store.select, store.mark, self.store_id, profile, manifest
+        )
 
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply the feed's changes after the index's sequence number."""
@@ -264,23 +261,15 @@ class VectorCache:
             if rows:
                 self._add(state, [keys[i] for i in rows], matrix[rows])
 
-    def _id_of(self, key: int) -> str | None:
-        rows = self._store.select(f"SELECT id FROM memories WHERE key = {self._store.mark}", (key,))
-        return str(rows[0][0]) if rows else None
-
     def save(self, profile: str, state: IndexState) -> None:
         if not isinstance(state.index, GraphIndex) or self.folder is None:
             return
-        watermark = {
-            "format": FORMAT,
-            "store_id": self.store_id,
-            "profile": profile,
-            "seq": state.seq,
-            "max_key": state.max_key,
-            "last_id": self._id_of(state.max_key),
-        }
+        store = self._store
+        mark = saved.watermark(
+            store.select, store.mark, self.store_id, profile, state.seq, state.max_key
+        )
         try:
-            state.index.save(self.folder, self._name(profile), watermark)
+            state.index.save(self.folder, self._name(profile), mark)
             state.unsaved = 0
         except (OSError, RuntimeError):
             # A cache that cannot be saved is rebuilt from the rows next time.
@@ -290,9 +279,8 @@ class VectorCache:
         """Save every loaded graph with changes, after applying the changes committed since
         it last caught up: the last batch written before closing would otherwise be left
         for the next open, whose first add then makes faiss copy the whole vector buffer."""
-        for profile, state in self.states.items():
-            if state.dirty or self._version(profile) != state.version:
-                self._catch_up(profile, state)
+        for profile, state in list(self.states.items()):
+            self.index(profile)  # caught up, when anything changed
             if state.unsaved:
                 self.save(profile, state)
 
