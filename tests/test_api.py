@@ -118,9 +118,10 @@ def test_forget_removes_from_every_index(memory: Memory) -> None:
     assert "banana" not in store.postings(memory.profile, ["banana"], 100)
     assert store.lexical_stats(memory.profile, ["banana"]).df == {}
     assert store.lexical_stats(memory.profile, []).n_docs == 1
-    assert not store.vectors.get(memory.profile, [gone.key]).any()
+    assert not memory.indexes.vectors.get(memory.profile, [gone.key]).any()
     assert (
-        store.vectors.search(memory.profile, np.ones(384, np.float32), 10, None)[0][0] == keep.key
+        memory.indexes.vectors.search(memory.profile, np.ones(384, np.float32), 10, None)[0][0]
+        == keep.key
     )
     # forgetting then remembering the same text stores it again
     assert memory.remember("bananas are yellow and soft").id != gone.id
@@ -197,12 +198,12 @@ def test_channels_can_be_restricted_per_call(memory: Memory) -> None:
 
 def test_mean_vector_follows_writes_and_forgets(memory: Memory) -> None:
     records = memory.remember_many([{"content": f"note about topic {i}"} for i in range(5)])
-    mean, count = memory.store.vectors.mean(memory.profile)
-    vectors = memory.store.vectors.get(memory.profile, [r.key for r in records])
+    mean, count = memory.indexes.vectors.mean(memory.profile)
+    vectors = memory.indexes.vectors.get(memory.profile, [r.key for r in records])
     assert count == 5
     assert np.allclose(mean, vectors.mean(axis=0), atol=1e-5)
     memory.forget([records[0].id, records[1].id])
-    mean, count = memory.store.vectors.mean(memory.profile)
+    mean, count = memory.indexes.vectors.mean(memory.profile)
     assert count == 3
     assert np.allclose(mean, vectors[2:].mean(axis=0), atol=1e-5)
 

@@ -367,7 +367,9 @@ def test_a_conversation_that_fails_in_a_later_chunk_leaves_nothing_stored(
     assert calls == [99, 100, 50]  # two chunks stored (less the message already held)
     assert {r.id for r in memory.list(limit=10)} == {held.id, other.id}
     assert not memory.list(metadata={"session": "long"})
-    assert not memory.store.edges_from(memory.profile, [held.key]).get(held.key)  # no edges left
+    assert not memory.indexes.edges.edges_from(memory.profile, [held.key]).get(
+        held.key
+    )  # no edges left
     monkeypatch.undo()
     done = memory.remember_conversation(_talk(250), session="long")
     assert sum(d.created for d in done) == 249 and memory.count() == 251

@@ -42,7 +42,7 @@ def _rows(memory: Memory) -> dict[int, Any]:
 
 
 def _arrays(memory: Memory) -> dict[int, Any]:
-    return memory.store.edges_from(memory.profile, _keys(memory))
+    return memory.indexes.edges.edges_from(memory.profile, _keys(memory))
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +84,7 @@ def test_edge_arrays_equal_the_rows_after_any_writes(store_at: dict[str, Any], s
             assert _arrays(mine) == rows, f"step {step}"
             assert _arrays(theirs) == rows, f"step {step}, the other handle"
         assert kinds == {"next", "prev", "similar"}
-        assert mine.store.edges.info()[mine.profile]["memories"] >= 3  # type: ignore[attr-defined]
+        assert mine.indexes.edges.info()[mine.profile]["memories"] >= 3
     # a later handle opens the saved arrays (SQLite) and catches up with what came after them
     with Memory(**store_at, settings=FAKE) as reader:
         if "path" in store_at:

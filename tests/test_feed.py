@@ -109,17 +109,17 @@ def test_recalls_through_followed_indexes_equal_recalls_from_the_rows(
                 memory.reindex()
             with Memory(**store_at, settings=FAKE) as fresh:
                 truth = answers(fresh)
-                vectors = fresh.store.vectors
+                vectors = fresh.indexes.vectors
                 queries = np.asarray(fresh.embedder.embed_batch(QUESTIONS), dtype=np.float32)
                 nearest = [vectors.search("default", q, 5, None) for q in queries]
                 rows = fresh.store.select("SELECT key FROM memories")  # type: ignore[attr-defined]
                 keys = [row[0] for row in rows]
-                edges = fresh.store.edges_from("default", keys)
+                edges = fresh.indexes.edges.edges_from("default", keys)
             for handle in writers:
                 assert answers(handle) == truth, (step, action)
-                found = [handle.store.vectors.search("default", q, 5, None) for q in queries]
+                found = [handle.indexes.vectors.search("default", q, 5, None) for q in queries]
                 assert [[k for k, _ in f] for f in found] == [[k for k, _ in n] for n in nearest]
-                assert handle.store.edges_from("default", keys) == edges, (step, action)
+                assert handle.indexes.edges.edges_from("default", keys) == edges, (step, action)
         assert any(kind == "next" for held in edges.values() for _, kind, _ in held)
     finally:
         for memory in writers:
@@ -136,15 +136,15 @@ def test_passages_written_again_are_followed_by_another_handle(store_at: dict[st
     ):
         stored = first.remember(long_text)
         key = stored.key
-        before = second.store.vectors.passages("default", [key])
+        before = second.indexes.vectors.passages("default", [key])
         assert key in before and len(before[key]) >= 1
         first.forget([stored.id])
-        assert second.store.vectors.passages("default", [key]) == {}
+        assert second.indexes.vectors.passages("default", [key]) == {}
         again = first.remember(long_text)
         first.reindex()
-        after = second.store.vectors.passages("default", [again.key])
+        after = second.indexes.vectors.passages("default", [again.key])
         assert np.allclose(
-            after[again.key], first.store.vectors.passages("default", [again.key])[again.key]
+            after[again.key], first.indexes.vectors.passages("default", [again.key])[again.key]
         )
 
 
@@ -163,10 +163,10 @@ def test_a_change_of_scope_keys_in_this_process_is_followed(store_at: dict[str, 
         )
         store = memory.store
         keys = [r.key for r in memory.list(100)]
-        before = store.edges_from("default", keys)
+        before = memory.indexes.edges.edges_from("default", keys)
         memory.recall("garden", now=NOW)
         assert store.rescope(["team"]) > 0
-        after = store.edges_from("default", keys)
+        after = memory.indexes.edges.edges_from("default", keys)
         assert after != before
         assert after == {k: v for k, v in edge_rows(store, "default").items() if k in keys}
         with Memory(**store_at, settings=Settings(embedder="fake", scope_keys=("team",))) as fresh:

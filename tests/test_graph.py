@@ -73,7 +73,7 @@ def test_session_turns_are_linked(memory: Memory) -> None:
         ]
         + [{"content": "another session", "metadata": {"conversation": "x", "session": 2}}]
     )
-    edges = memory.store.edges_from(memory.profile, [t.key for t in turns])
+    edges = memory.indexes.edges.edges_from(memory.profile, [t.key for t in turns])
     assert (turns[1].key, "next", 1.0) in edges[turns[0].key]
     assert (turns[0].key, "prev", 1.0) in edges[turns[1].key]
     assert all(dst != turns[3].key for dst, kind, _ in edges[turns[2].key] if kind != "similar")
@@ -83,7 +83,7 @@ def test_same_source_close_in_time_is_a_session(memory: Memory) -> None:
     a = memory.remember("first thought", source="agent-1", event_time="2024-01-01T10:00:00Z")
     b = memory.remember("second thought", source="agent-1", event_time="2024-01-01T10:05:00Z")
     c = memory.remember("much later", source="agent-1", event_time="2024-01-02T10:00:00Z")
-    edges = memory.store.edges_from(memory.profile, [a.key, b.key, c.key])
+    edges = memory.indexes.edges.edges_from(memory.profile, [a.key, b.key, c.key])
     assert (b.key, "next", 1.0) in edges[a.key]
     assert c.key not in {dst for dst, _, _ in edges.get(b.key, [])}
 
@@ -91,7 +91,7 @@ def test_same_source_close_in_time_is_a_session(memory: Memory) -> None:
 def test_strong_semantic_neighbours_are_linked(memory: Memory) -> None:
     a = memory.remember("kayak paddle river rapids")
     b = memory.remember("kayak paddle river rapids weekend")
-    edges = memory.store.edges_from(memory.profile, [a.key])
+    edges = memory.indexes.edges.edges_from(memory.profile, [a.key])
     assert any(dst == b.key and kind == "similar" for dst, kind, _ in edges[a.key])
 
 

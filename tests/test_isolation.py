@@ -161,7 +161,7 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         store, keys, me = bob.store, [r.key for r in theirs], "bob"
         found = alice.store.find_entities("alice", ["caroline", "melanie"])
         entity_ids = [entity for matches in found.values() for entity, _, _ in matches]
-        assert entity_ids and alice.store.edges_from("alice", keys)
+        assert entity_ids and alice.indexes.edges.edges_from("alice", keys)
         assert alice.store.memory_entities("alice", keys)
         assert alice.store.referenced_times("alice", keys)
         assert store.get(me, [r.id for r in theirs]) == []
@@ -173,14 +173,14 @@ def test_no_store_call_crosses_profiles(store_at: dict[str, Any]) -> None:
         assert store.find_entities(me, ["caroline", "melanie"]) == {}
         assert store.entity_members(me, entity_ids, 100) in ({}, {e: () for e in entity_ids})
         assert store.memory_entities(me, keys) == {}
-        assert store.edges_from(me, keys) == {}
+        assert bob.indexes.edges.edges_from(me, keys) == {}
         assert store.referenced_times(me, keys) == {}
         assert store.event_times(me, keys) == {}
-        assert not store.vectors.get(me, keys).any()
+        assert not bob.indexes.vectors.get(me, keys).any()
         assert set(store.time_overlaps(me, 0, 2**62, 10_000)) == {mine.key}
         query = alice.embedder.embed_batch([CORPUS[0]])[0]
-        assert [k for k, _ in store.vectors.search(me, query, 50, None)] == [mine.key]
-        assert store.vectors.search(me, np.asarray(query), 50, set(keys)) == []
+        assert [k for k, _ in bob.indexes.vectors.search(me, query, 50, None)] == [mine.key]
+        assert bob.indexes.vectors.search(me, np.asarray(query), 50, set(keys)) == []
         assert store.allowed_keys(me, Filters()) == {mine.key}
         assert store.count(me) == 1 and store.index_counts(me)["lexical"] == 1
         assert [r.id for r in store.page(me, 100, 0, Filters())] == [mine.id]

@@ -84,10 +84,10 @@ def snapshot(location: str, profile: str) -> dict[str, Any]:
         words = sorted({t for r in records for t in text_terms(r.content)})
         postings = store.postings(profile, words, 10_000)
         mentions = store.memory_entities(profile, keys)
-        edges = store.edges_from(profile, keys)
+        edges = memory.indexes.edges.edges_from(profile, keys)
         return {
             "records": [r.to_dict() for r in records],
-            "vectors": store.vectors.get(profile, keys).tobytes(),
+            "vectors": memory.indexes.vectors.get(profile, keys).tobytes(),
             "feedback": store.feedback.trust(profile, {r.source or "" for r in records}),
             "entities": {
                 id_of[k]: sorted((n, c, s) for _, n, c, s in v) for k, v in mentions.items()

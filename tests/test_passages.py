@@ -36,7 +36,7 @@ def test_the_end_of_a_long_memory_is_found(real_memory: Memory) -> None:
     ending = "Marta's cat Biscuit is allergic to salmon, so she only eats chicken."
     record = real_memory.remember(long_text(ending))
     real_memory.remember_many([{"content": f"Note {i}: {FILLER_SENTENCE}"} for i in range(5)])
-    further = real_memory.store.vectors.passages(
+    further = real_memory.indexes.vectors.passages(
         real_memory.profile, [record_key(real_memory, record.id)]
     )
     assert len(next(iter(further.values()))) >= 2  # read as several passages
@@ -53,27 +53,27 @@ def test_forget_removes_passages_and_statements(memory: Memory) -> None:
     text = "I prefer tea to coffee. " + " ".join(f"word{i}" for i in range(600))
     record = memory.remember(text)
     key = record_key(memory, record.id)
-    assert memory.store.vectors.passages(memory.profile, [key])
-    assert memory.store.vectors.passages(memory.profile, [key], standing=True)
+    assert memory.indexes.vectors.passages(memory.profile, [key])
+    assert memory.indexes.vectors.passages(memory.profile, [key], standing=True)
     vector = memory.embedder.embed_batch(["word590 word591 word592"])[0]
-    assert memory.store.vectors.passage_search(memory.profile, vector, 10, None)
+    assert memory.indexes.vectors.passage_search(memory.profile, vector, 10, None)
     memory.forget([record.id])
-    assert memory.store.vectors.passages(memory.profile, [key]) == {}
-    assert memory.store.vectors.passages(memory.profile, [key], standing=True) == {}
-    assert memory.store.vectors.passage_search(memory.profile, vector, 10, None) == []
-    assert memory.store.vectors.standing_search(memory.profile, vector, 10) == []
+    assert memory.indexes.vectors.passages(memory.profile, [key]) == {}
+    assert memory.indexes.vectors.passages(memory.profile, [key], standing=True) == {}
+    assert memory.indexes.vectors.passage_search(memory.profile, vector, 10, None) == []
+    assert memory.indexes.vectors.standing_search(memory.profile, vector, 10) == []
 
 
 def test_reindex_keeps_passages_and_statements(memory: Memory) -> None:
     text = "Always answer in French when I ask about recipes. " + "filler " * 500
     record = memory.remember(text)
     key = record_key(memory, record.id)
-    before = memory.store.vectors.passages(memory.profile, [key])[key]
-    statements = memory.store.vectors.standing_search(memory.profile, before[0], 5)
+    before = memory.indexes.vectors.passages(memory.profile, [key])[key]
+    statements = memory.indexes.vectors.standing_search(memory.profile, before[0], 5)
     assert memory.reindex() == 1
-    after = memory.store.vectors.passages(memory.profile, [key])[key]
+    after = memory.indexes.vectors.passages(memory.profile, [key])[key]
     assert after.shape == before.shape
-    assert memory.store.vectors.standing_search(memory.profile, before[0], 5) == statements
+    assert memory.indexes.vectors.standing_search(memory.profile, before[0], 5) == statements
     response = memory.recall("French recipes", k=3)
     assert record.id in [r.id for r in response.results]
 
@@ -83,17 +83,17 @@ def test_migrate_copies_passages_and_statements(tmp_path: Path, store_at: dict[s
     text = "I'd rather walk than drive. " + " ".join(f"token{i}" for i in range(700))
     with Memory(source, settings=Settings(embedder="fake")) as memory:
         key = record_key(memory, memory.remember(text).id)
-        passages = memory.store.vectors.passages(memory.profile, [key])[key]
-        standing = memory.store.vectors.passages(memory.profile, [key], standing=True)[key]
+        passages = memory.indexes.vectors.passages(memory.profile, [key])[key]
+        standing = memory.indexes.vectors.passages(memory.profile, [key], standing=True)[key]
     target = store_at.get("dsn") or store_at["path"]
     migrate(source, target, settings=Settings(embedder="fake"))
     with Memory(**store_at, settings=Settings(embedder="fake")) as copy:
         (record,) = copy.list()
         copied = record_key(copy, record.id)
-        assert copy.store.vectors.passages(copy.profile, [copied])[copied] == pytest.approx(
+        assert copy.indexes.vectors.passages(copy.profile, [copied])[copied] == pytest.approx(
             passages
         )
-        statements = copy.store.vectors.passages(copy.profile, [copied], standing=True)[copied]
+        statements = copy.indexes.vectors.passages(copy.profile, [copied], standing=True)[copied]
         assert statements == pytest.approx(standing)
 
 

@@ -100,15 +100,15 @@ def test_no_query_crosses_profiles(postgres_dsn: str) -> None:
         assert store.find_entities("default", ["caroline", "melanie"]) == {}
         assert store.entity_members("default", entity_ids, 100) == {e: () for e in entity_ids}
         assert store.memory_entities("default", keys) == {}
-        assert store.edges_from("default", keys) == {}
+        assert bob.indexes.edges.edges_from("default", keys) == {}
         assert store.referenced_times("default", keys) == {}
         assert store.event_times("default", keys) == {}
-        assert not store.vectors.get("default", keys).any()
+        assert not bob.indexes.vectors.get("default", keys).any()
         everything = (0, 2**62, 10_000)
         assert set(store.time_overlaps("default", *everything)) == {mine.key}
         query = alice.embedder.embed_batch([CORPUS[0]])[0]
-        assert [k for k, _ in store.vectors.search("default", query, 50, None)] == [mine.key]
-        assert store.vectors.search("default", query, 50, set(keys)) == []
+        assert [k for k, _ in bob.indexes.vectors.search("default", query, 50, None)] == [mine.key]
+        assert bob.indexes.vectors.search("default", query, 50, set(keys)) == []
         assert store.allowed_keys("default", Filters()) == {mine.key}
         assert store.count("default") == 1
         assert [r.id for r in store.page("default", 100, 0, Filters())] == [mine.id]
@@ -171,23 +171,23 @@ def test_vector_search_exact_and_through_the_graph(
 
     with Memory(dsn=postgres_dsn, embedder=Table()) as memory:  # type: ignore[arg-type]
         keys = [r.key for r in memory.remember_many([{"content": t} for t in table])]
-        store, queries = memory.store, random_units(20, seed=11)
+        queries = random_units(20, seed=11)
         allowed = set(keys[::7])
         for query in queries:
-            found = store.vectors.search("default", query, 10, None)
+            found = memory.indexes.vectors.search("default", query, 10, None)
             assert [k for k, _ in found] == exact(matrix, keys, query, 10)
             assert found[0][1] == pytest.approx(float(matrix[keys.index(found[0][0])] @ query))
-        assert store.health()["vector_indexes"]["default"]["kind"] == "exact"
+        assert memory.health()["store"]["vector_indexes"]["default"]["kind"] == "exact"
     monkeypatch.setattr(vector_cache, "EXACT_MAX", 100)  # a graph from 100 vectors on
     with Memory(dsn=postgres_dsn, embedder=Table()) as memory:  # type: ignore[arg-type]
-        store, hits = memory.store, 0
+        hits = 0
         for query in queries:
-            found = [k for k, _ in store.vectors.search("default", query, 10, None)]
+            found = [k for k, _ in memory.indexes.vectors.search("default", query, 10, None)]
             hits += len(set(found) & set(exact(matrix, keys, query, 10)))
-            filtered = store.vectors.search("default", query, 10, allowed, below=keys[150])
+            filtered = memory.indexes.vectors.search("default", query, 10, allowed, below=keys[150])
             assert len(filtered) == 10
             assert all(k in allowed and k < keys[150] for k, _ in filtered)
-        assert store.health()["vector_indexes"]["default"]["kind"] == "graph"
+        assert memory.health()["store"]["vector_indexes"]["default"]["kind"] == "graph"
         assert hits / (10 * len(queries)) >= 0.9
 
 

@@ -235,7 +235,7 @@ def _every_read(memory: Memory) -> dict[str, Any]:
         "entities": store.memory_entities(profile, keys),
         # edges are read from the edge arrays (tests/test_edge_arrays.py), not the cache:
         # through no cache, they are compared with their rows
-        "edges": store.edges_from(profile, keys)
+        "edges": memory.indexes.edges.edges_from(profile, keys)
         if store.cache._version is not None
         else {k: v for k, v in edge_rows(store, profile).items() if k in set(keys)},
         "times": store.referenced_times(profile, keys),

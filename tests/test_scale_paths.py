@@ -44,7 +44,8 @@ def bm25_ranking(memory: Memory, text: str) -> list[tuple[int, float]]:
     )
     channel = BM25Channel(memory.settings)
     return [
-        (h.key, round(h.score, 4)) for h in channel.candidates(Context(memory.store, query), 10)
+        (h.key, round(h.score, 4))
+        for h in channel.candidates(Context(memory.store, memory.indexes, query), 10)
     ]
 
 
@@ -77,12 +78,12 @@ def test_full_time_window_ranks_the_topical_memories(
 def test_one_vector_search_per_recall(tmp_path: Path) -> None:
     with filled(tmp_path / "m.db") as memory:
         calls = []
-        search = memory.store.vectors.search
+        search = memory.indexes.vectors.search
 
         def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
             calls.append(args[2])
             return search(*args, **kwargs)
 
-        memory.store.vectors.search = counted  # type: ignore[method-assign]
+        memory.indexes.vectors.search = counted  # type: ignore[method-assign]
         memory.recall("when did the heron visit the garden?")
         assert len(calls) == 1

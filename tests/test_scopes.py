@@ -80,7 +80,7 @@ def _edges_cross(memory: Memory) -> list[tuple[str, str]]:
     """Pairs of memories of different scopes joined by a graph edge or a probable update."""
     records = {r.key: r for r in memory.list(1000)}
     crossing = []
-    for key, edges in memory.store.edges_from(memory.profile, list(records)).items():
+    for key, edges in memory.indexes.edges.edges_from(memory.profile, list(records)).items():
         for other, _, _ in edges:
             if other in records and records[other].scope != records[key].scope:
                 crossing.append((records[key].id, records[other].id))

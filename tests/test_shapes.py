@@ -43,7 +43,7 @@ def test_a_store_of_one_source_answers_normally(real_memory: Memory, source: str
     response = real_memory.recall("Which libraries does the project use?", k=4)
     assert not response.abstained
     assert records[1].id in [r.id for r in response.results]
-    statements = real_memory.store.vectors.standing_search(
+    statements = real_memory.indexes.vectors.standing_search(
         real_memory.profile, real_memory.embedder.embed_batch(["libraries"])[0], 10
     )
     # An assistant's "always" is advice, not the user's standing instruction.

@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import slm.index.vector_cache as sqlite_vectors
 from slm import Memory, Settings
+from slm.index import Indexes
 from slm.index.vectors import ExactIndex, GraphIndex
 from slm.store.sqlite import SQLiteStore
 
@@ -79,6 +81,23 @@ def test_search_many_matches_single_searches() -> None:
             assert [s for _, s in row] == pytest.approx([s for _, s in other], abs=1e-5)
 
 
+class Indexed(SQLiteStore):
+    """A SQLite store with its indexes beside it, as :class:`slm.Memory` holds them: its
+    vector indexes as ``vectors``, their health in ``health()``, saved at ``close()``."""
+
+    def __init__(self, path: str | Path, *, dim: int) -> None:
+        super().__init__(path, dim=dim)
+        self.indexes = Indexes(self)
+        self.vectors = self.indexes.vectors
+
+    def health(self) -> dict[str, Any]:
+        return {**super().health(), **self.indexes.info()}
+
+    def close(self) -> None:
+        self.indexes.close()
+        super().close()
+
+
 def fill(store: SQLiteStore, profile: str, vectors: np.ndarray, start: int = 0) -> list[str]:
     """Insert rows carrying ``vectors`` straight through the store (no engine needed)."""
     from slm.engine import content_hash
@@ -113,7 +132,7 @@ def manifest(path: Path, profile: str = "p") -> dict[str, object]:
 def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max: None) -> None:
     path = tmp_path / "s.db"
     vectors = unit(120)
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     ids = fill(store, "p", vectors)
     assert store.vectors.search("p", vectors[3], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
     assert store.health()["vector_indexes"]["p"]["kind"] == "graph"
@@ -122,7 +141,7 @@ def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max
     assert saved["max_key"] == 120 and Path(f"{path}.index", str(saved["file"])).exists()
 
     # Changes made while no index was loaded are applied from the watermark on open.
-    writer = SQLiteStore(path, dim=DIM)
+    writer = Indexed(path, dim=DIM)
     more = unit(5, seed=9)
     fill(writer, "p", more, start=500)
     writer.delete("p", ids[:2])
@@ -130,7 +149,7 @@ def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max
     writer.close()
     assert manifest(path)["max_key"] == 120
 
-    reader = SQLiteStore(path, dim=DIM)
+    reader = Indexed(path, dim=DIM)
     top = reader.vectors.search("p", more[0], 1, None)
     assert top[0][1] == pytest.approx(1.0, abs=HALF)
     keys = [k for k, _ in reader.vectors.search("p", vectors[0], 5, None)]
@@ -142,18 +161,18 @@ def test_large_profile_index_is_saved_and_reused(tmp_path: Path, small_exact_max
 
 def test_index_of_another_database_is_ignored(tmp_path: Path, small_exact_max: None) -> None:
     first, second = tmp_path / "a.db", tmp_path / "b.db"
-    store = SQLiteStore(first, dim=DIM)
+    store = Indexed(first, dim=DIM)
     fill(store, "p", unit(80))
     store.vectors.search("p", unit(1)[0], 1, None)
     store.close()
-    other = SQLiteStore(second, dim=DIM)
+    other = Indexed(second, dim=DIM)
     vectors = unit(60, seed=4)
     fill(other, "p", vectors)
     other.close()
     # b.db restored over with a.db's index beside it: same profile, different store_id.
     os.rename(f"{first}.index", f"{second}.index.tmp")
     os.system(f"rm -rf {second}.index && mv {second}.index.tmp {second}.index")
-    reopened = SQLiteStore(second, dim=DIM)
+    reopened = Indexed(second, dim=DIM)
     top = reopened.vectors.search("p", vectors[5], 1, None)
     assert top[0][1] == pytest.approx(1.0, abs=HALF)
     assert reopened.vectors.mean("p")[1] == 60
@@ -162,14 +181,14 @@ def test_index_of_another_database_is_ignored(tmp_path: Path, small_exact_max: N
 
 def test_corrupt_index_file_is_rebuilt(tmp_path: Path, small_exact_max: None) -> None:
     path = tmp_path / "s.db"
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     vectors = unit(90)
     fill(store, "p", vectors)
     store.vectors.search("p", vectors[0], 1, None)
     store.close()
     data = Path(f"{path}.index", str(manifest(path)["file"]))
     data.write_bytes(b"not an index")
-    reopened = SQLiteStore(path, dim=DIM)
+    reopened = Indexed(path, dim=DIM)
     assert reopened.vectors.search("p", vectors[8], 1, None)[0][0] == 9
     reopened.close()
 
@@ -183,9 +202,8 @@ import os, signal, numpy as np
 import slm.index.vector_cache as sv
 sv.EXACT_MAX = 50
 sv.SAVE_EVERY = 10**9
-from slm.store.sqlite import SQLiteStore
 import tests.test_vector_index as t
-store = SQLiteStore({str(path)!r}, dim={DIM})
+store = t.Indexed({str(path)!r}, dim={DIM})
 t.fill(store, "p", t.unit(100))
 store.vectors.search("p", t.unit(1)[0], 1, None)
 store.vectors._own.save_all()
@@ -197,7 +215,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     done = subprocess.run([sys.executable, "-c", script], cwd=root, check=False)
     assert done.returncode == -9
     assert manifest(path)["max_key"] == 100
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     late = unit(30, seed=3)
     assert store.vectors.search("p", late[4], 1, None)[0][1] == pytest.approx(1.0, abs=HALF)
     assert store.vectors.mean("p")[1] == 130
@@ -220,7 +238,7 @@ def test_profiles_sharing_a_prefix_keep_their_own_files(
 ) -> None:
     """Profile names may contain dots: saving or rebuilding ``a`` never touches ``a.b``."""
     path = tmp_path / "s.db"
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     for profile, seed in (("a", 1), ("a.b", 2)):
         fill(store, profile, unit(70, seed=seed), start=1000 * seed)
         store.vectors.search(profile, unit(1)[0], 1, None)
@@ -239,14 +257,14 @@ def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_ma
     import shutil
 
     path = tmp_path / "s.db"
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     old = unit(60)
     fill(store, "p", old)
     store.vectors.search("p", old[0], 1, None)
     store.backup(tmp_path / "backup.db")
     store.close()
     shutil.copy(path, tmp_path / "plain.db")  # closed store: the file is whole
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     fill(store, "p", unit(40, seed=5), start=100)
     store.vectors.search("p", old[0], 1, None)
     store.close()
@@ -256,7 +274,7 @@ def test_restored_copy_never_trusts_a_newer_index(tmp_path: Path, small_exact_ma
         shutil.copy(tmp_path / copy, path)
         for suffix in ("-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
-        restored = SQLiteStore(path, dim=DIM)
+        restored = Indexed(path, dim=DIM)
         assert restored.vectors.mean("p")[1] == 60
         fresh = unit(3, seed=8)
         fill(restored, "p", fresh, start=900)  # reuses keys 61..63 of the newer database
@@ -270,13 +288,13 @@ def test_closing_saves_the_graph_up_to_the_last_write(
 ) -> None:
     """Rows written after the last search are applied before the graph is saved at close."""
     path = tmp_path / "s.db"
-    store = SQLiteStore(path, dim=DIM)
+    store = Indexed(path, dim=DIM)
     fill(store, "p", unit(120))
     store.vectors.search("p", unit(1, seed=3)[0], 1, None)  # loads and catches up: 120
     fill(store, "p", unit(4, seed=8), start=500)  # written after the last search
     store.close()
     assert manifest(path)["max_key"] == 124
-    reader = SQLiteStore(path, dim=DIM)
+    reader = Indexed(path, dim=DIM)
     reader.vectors.search("p", unit(1, seed=3)[0], 1, None)
     assert reader.health()["vector_indexes"]["p"]["unsaved_changes"] == 0
     reader.close()

@@ -23,6 +23,7 @@ from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
 from slm.embed.questions import Questions
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
+from slm.index import Indexes
 from slm.ingest import stage
 from slm.inputs.memories import MemoryInput, check_item
 from slm.inputs.recall import channel_names, check, filters_of
@@ -76,7 +77,10 @@ class Memory:
             location = Location(path=Path(path) if path is not None else default_db_path())
         # The thread starts on first use, so an instance that fails to open leaves none behind.
         self._questions = Questions(self.embedder)
-        self.store: Store = open_store(location, self.embedder.dim)
+        store = open_store(location, self.embedder.dim)
+        self.store: Store = store
+        #: what recall reads in process beside the store, following its change feed
+        self.indexes = Indexes(store)
         try:
             self._check_embedder()
             self._check_scope_keys()
@@ -149,6 +153,7 @@ class Memory:
     def close(self) -> None:
         self._questions.close()
         self.learning.close()
+        self.indexes.close()
         self.store.close()
 
     # -- writing ------------------------------------------------------------------------
@@ -260,7 +265,9 @@ class Memory:
         keys = self.settings.scope_keys
         checked = [check_item(i, item, now, numbered, keys) for i, item in enumerate(batch)]
         auto = self.settings.update_policy == "auto"
-        return stage.write(self.store, self.profile, self.embedder, checked, auto=auto)
+        return stage.write(
+            self.store, self.indexes.vectors, self.profile, self.embedder, checked, auto=auto
+        )
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
@@ -325,10 +332,11 @@ class Memory:
         """Rebuild every derived index of the profile (lexical, entities, dates, graph) from
         the stored memories and their stored embeddings; returns how many were reindexed
         (``progress`` is told each batch's size as it is done)."""
-        self.store.vectors.rebuild(self.profile)
+        self.indexes.rebuild(self.profile)
         done, after = 0, 0
         while records := self.store.scan(self.profile, after, batch):
-            items = stage.rederive(self.store, self.profile, self.embedder, records)
+            vectors = self.indexes.vectors
+            items = stage.rederive(self.store, vectors, self.profile, self.embedder, records)
             self.store.rederive(self.profile, items)
             done += len(records)
             if progress is not None:
@@ -471,6 +479,7 @@ class Memory:
             allowed = frozenset(self.store.allowed_keys(self.profile, checked.filters))
         response, runs = read(
             self.store,
+            self.indexes,
             self.channels,
             checked.settings,
             self._questions.submit,
@@ -498,6 +507,14 @@ class Memory:
         """Where the store is: its file, or its server without the password."""
         return self.store.location
 
+    def _store_health(self) -> dict[str, Any]:
+        """The store's health and, when it answers, what its indexes hold."""
+        health = self.store.health()
+        if not health["healthy"]:
+            return health
+        reason = health.pop("reason")
+        return {**health, **self.indexes.info(), "reason": reason}
+
     def health(self) -> dict[str, Any]:
         """Store, embedder and per-channel health, for startup checks and ``slm health``."""
         calibration = self.calibration
@@ -506,7 +523,7 @@ class Memory:
         return {
             "profile": self.profile,
             "memories": counts["memories"],
-            "store": self.store.health(),
+            "store": self._store_health(),
             "embedder": self.embedder.health(),
             "channels": channels,
             "ranking": self.learning.describe(),

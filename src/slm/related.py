@@ -58,7 +58,7 @@ def related(memory: Memory, memory_id: str) -> Related:
         for _, name, mentions, speaker in store.memory_entities(profile, [key]).get(key, [])
     ]
     merged: dict[int, tuple[list[str], float]] = {}
-    for other, kind, weight in store.edges_from(profile, [key]).get(key, []):
+    for other, kind, weight in memory.indexes.edges.edges_from(profile, [key]).get(key, []):
         kinds, best = merged.get(other, ([], 0.0))
         merged[other] = ([*kinds, kind] if kind not in kinds else kinds, max(best, weight))
     edges = sorted(merged.items(), key=lambda item: (-item[1][1], item[0]))[:MAX_LINKS]

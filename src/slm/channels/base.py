@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from slm.channels.graphview import GraphView
 from slm.channels.postings import Lexicon
+from slm.index import Indexes
 from slm.ingest.timeexpr import TimeSpan
 from slm.settings import Settings
 from slm.store import Filters, Store, Vector
@@ -92,17 +93,22 @@ class Query:
 
 class Context:
     """One recall's working state, shared by its channels and steps, gone with the call:
-    the store, the query, what the channels found so far (``prior``, in run order) and what
-    the recall has read once for all of them (the nearest memories, each memory's similarity
-    to the query, the query terms' postings, the graph around the candidates)."""
+    the store and its indexes (``vectors``: the vector indexes), the query, what the
+    channels found so far (``prior``, in run order) and what the recall has read once for
+    all of them (the nearest memories, each memory's similarity to the query, the query
+    terms' postings, the graph around the candidates)."""
 
-    def __init__(self, store: Store, query: Query, lexicon: Lexicon | None = None) -> None:
+    def __init__(
+        self, store: Store, indexes: Indexes, query: Query, lexicon: Lexicon | None = None
+    ) -> None:
         self.store = store
+        self.indexes = indexes
+        self.vectors = indexes.vectors
         self.query = query
         self.lexicon = (
             lexicon if lexicon is not None else Lexicon(store, query.profile, query.terms)
         )
-        self.graph = GraphView(store, query.profile)
+        self.graph = GraphView(store, indexes.edges, query.profile)
         #: hits of the channels that ran so far, by channel name
         self.prior: dict[str, tuple[Hit, ...]] = {}
         self._nearest: dict[int, list[tuple[int, float]]] = {}
@@ -117,8 +123,8 @@ class Context:
                 return found[:n]
         query = self.query
         allowed = set(query.allowed) if query.allowed is not None else None
-        own = self.store.vectors.search(query.profile, query.vector, n, allowed)
-        further = self.store.vectors.passage_search(query.profile, query.vector, n, allowed)
+        own = self.vectors.search(query.profile, query.vector, n, allowed)
+        further = self.vectors.passage_search(query.profile, query.vector, n, allowed)
         scores = self.similarity([key for key, _ in own] + [key for key, _ in further])
         found = best_pairs(scores, n)
         self._nearest = {n: found}
@@ -130,8 +136,8 @@ class Context:
         missing = [key for key in dict.fromkeys(keys) if key not in self._similarity]
         if missing:
             vector, profile = self.query.vector, self.query.profile
-            own = self.store.vectors.get(profile, missing) @ vector
-            further = self.store.vectors.passages(profile, missing)
+            own = self.vectors.get(profile, missing) @ vector
+            further = self.vectors.passages(profile, missing)
             for key, cosine in zip(missing, own.tolist(), strict=True):
                 rest = further.get(key)
                 self._similarity[key] = (

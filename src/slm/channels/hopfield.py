@@ -104,7 +104,7 @@ class HopfieldChannel:
         keys = list(dict.fromkeys([key for key, _ in near] + context.prior_keys()))
         if not keys:
             return []
-        patterns = context.store.vectors.get(context.query.profile, keys)
+        patterns = context.vectors.get(context.query.profile, keys)
         logits = energies(patterns, context.query.vector)
         hits = ranked_arrays(np.array(keys, dtype=np.int64), logits, k)
         weights = dict(zip(keys, softmax(logits).tolist(), strict=True))

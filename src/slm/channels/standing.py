@@ -43,7 +43,7 @@ class StandingChannel:
     def candidates(self, context: Context, k: int) -> list[Hit]:
         query = context.query
         best: dict[int, float] = {}
-        for key, _, _, cosine in context.store.vectors.standing_search(
+        for key, _, _, cosine in context.vectors.standing_search(
             query.profile, query.vector, STANDING_HITS
         ):
             if cosine >= SCOPE_FLOOR and query.admits(key):

@@ -103,7 +103,7 @@ class TemporalChannel:
         if not keys:
             return []
         # A window can hold a thousand memories: scored as arrays, not one by one.
-        vectors = store.vectors.get(query.profile, keys)
+        vectors = context.vectors.get(query.profile, keys)
         cosines = np.asarray(vectors @ query.vector, dtype=np.float64)
         spans = np.array([found[key] for key in keys], dtype=np.int64).reshape(-1, 2)
         near = proximity(spans[:, 0], spans[:, 1], start, end)

@@ -69,8 +69,8 @@ class StoredVectors:
     def load(self, records: Sequence[MemoryRecord], vectors: Matrix, source: Memory) -> None:
         """The stored vectors of ``records`` (``vectors``: their own, in order)."""
         keys = [r.key for r in records]
-        further = source.store.vectors.passages(source.profile, keys)
-        standing = source.store.vectors.passages(source.profile, keys, standing=True)
+        further = source.indexes.vectors.passages(source.profile, keys)
+        standing = source.indexes.vectors.passages(source.profile, keys, standing=True)
         self._passages, self._scopes = {}, {}
         for record, vector in zip(records, vectors, strict=True):
             rest = further.get(record.key)
@@ -159,7 +159,7 @@ def copy_profile(
         present = target.store.existing(target.profile, digests)
         missing = [r for r, digest in zip(records, digests, strict=True) if digest not in present]
         if missing:
-            stored = source.store.vectors.get(source.profile, [r.key for r in missing])
+            stored = source.indexes.vectors.get(source.profile, [r.key for r in missing])
             vectors.load(missing, stored, source)
             added = target.remember_many([_as_input(r) for r in missing])
             copied += len(missing)

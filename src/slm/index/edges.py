@@ -43,20 +43,18 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from slm.index import saved
+from slm.index.vector_cache import Followed
 from slm.store import feed
 from slm.store.base import Cursor
-from slm.store.dialect import Dialect
 from slm.store.files import read_manifest, save_pair
 
-T = TypeVar("T")
-
-#: One memory's edge as ``edges_from`` gives it: (neighbour, kind, weight).
+#: One memory's edge as :meth:`EdgeCache.edges_from` gives it: (neighbour, kind, weight).
 Edge = tuple[int, str, float]
 Edges = tuple[Edge, ...]
 
@@ -78,23 +76,6 @@ SAVE_MIN = 5_000
 _BATCH = 10_000
 _SUFFIX = "#edges"
 _EDGE = "SELECT src, dst, weight, kind FROM edges WHERE "
-
-
-class Snapshots(Protocol):
-    """What the edge arrays read of the store they follow
-    (:class:`slm.store.relational.Relational`)."""
-
-    @property
-    def dialect(self) -> Dialect: ...
-
-    @property
-    def mark(self) -> str: ...
-
-    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
-
-    def snapshot(self, work: Callable[[Cursor], T]) -> T:
-        """``work`` with a cursor whose statements all see one commit."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +207,6 @@ class EdgeState:
     #: what was read of the arrays as tuples, by key (at most READ_LIMIT; a small profile's
     #: recalls ask for the same memories again and again)
     read: dict[int, Edges] = field(default_factory=dict)
-    dirty: bool = False
     #: the store's version when these arrays last caught up
     version: int = -1
 
@@ -240,20 +220,15 @@ class EdgeCache:
     of their own, and take the store's only to read rows: recalls in other threads go on
     reading the store while one reads edges here."""
 
-    def __init__(
-        self, store: Snapshots, folder: Path | None, store_id: str, version: Callable[[str], int]
-    ) -> None:
+    def __init__(self, store: Followed) -> None:
         self._store = store
         self._lock = threading.RLock()
-        #: a number that changes when the profile may have changed: SQLite's
-        #: ``data_version``, PostgreSQL's feed head (pinned for the length of a recall)
-        self._version = version
-        self.folder = folder
-        self.store_id = store_id
+        self.folder = store.folder
         self.states: dict[str, EdgeState] = {}
 
-    def edges(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
-        """The edges of each of ``keys`` that has any, as they are in the rows."""
+    def edges_from(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
+        """Memory-memory edges leaving each of ``keys`` that has any, as (neighbour key,
+        kind, weight), as they are in the rows."""
         with self._lock:
             state = self._current(profile)
             overlay, read = state.overlay, state.read
@@ -266,12 +241,6 @@ class EdgeCache:
                 read.update((key, found.get(key, ())) for key in missing)
             out = ((key, overlay[key] if key in overlay else read[key]) for key in wanted)
             return {key: edges for key, edges in out if edges}
-
-    def written(self) -> None:
-        """This process committed a write: every profile's arrays must look for changes."""
-        with self._lock:
-            for state in self.states.values():
-                state.dirty = True
 
     def info(self) -> dict[str, Any]:
         with self._lock:
@@ -287,20 +256,14 @@ class EdgeCache:
     # -- kept current -----------------------------------------------------------------
 
     def _current(self, profile: str) -> EdgeState:
+        version = self._store.version(profile)  # before reading: a commit after is seen next
         state = self.states.get(profile)
         if state is None:
-            version = self._version(profile)  # before reading: a commit after is seen next
             state = self.states[profile] = self._open(profile)
-        elif state.dirty or self._version(profile) != state.version:
-            version = self._version(profile)
-        else:
+        elif version == state.version:
             return state
-        state.dirty = False  # a write committed while catching up sets it again
-        try:
-            rebuilt = self._store.snapshot(lambda cur: self._catch_up(cur, profile, state))
-        except BaseException:
-            state.dirty = True  # tried again on the next read
-            raise
+        state.version = -1  # tried again on the next read should this fail
+        rebuilt = self._store.snapshot(lambda cur: self._catch_up(cur, profile, state))
         state.version = version
         if rebuilt:
             self._saved_if_large(profile, state)
@@ -323,7 +286,7 @@ class EdgeCache:
         """Whether saved arrays describe this database's profile where it still stands
         (:func:`slm.index.saved.belongs`)."""
         store = self._store
-        return saved.belongs(store.select, store.mark, self.store_id, profile, manifest)
+        return saved.belongs(store.select, store.mark, store.store_id, profile, manifest)
 
     def _read_whole(self, cur: Cursor, profile: str) -> EdgeState:
         """The profile's edges as the feed's head leaves them (``cur`` reads one snapshot)."""
@@ -381,7 +344,7 @@ class EdgeCache:
             return
         store = self._store
         mark = saved.watermark(
-            store.select, store.mark, self.store_id, profile, state.seq, state.max_key
+            store.select, store.mark, store.store_id, profile, state.seq, state.max_key
         )
         try:
             state.arrays.save(self.folder, profile + _SUFFIX, mark)

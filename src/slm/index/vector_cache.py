@@ -25,18 +25,17 @@ ignored and rebuilt.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from slm.index import saved
 from slm.index.vectors import EXACT_MAX, ExactIndex, GraphIndex, Matrix, VectorIndex, graph_from
-from slm.store.base import PASSAGE_SPAN, Vector, best_per_memory
-from slm.store.dialect import Dialect
+from slm.store.base import PASSAGE_SPAN, Cursor, Vector
+from slm.store.dialect import Reads
 from slm.store.feed import Change
 from slm.store.files import data_files
 
@@ -47,19 +46,28 @@ _ROWS = 50_000
 #: A graph index is saved once this many changes (or a quarter of its size) are unsaved.
 SAVE_EVERY = 20_000
 
+T = TypeVar("T")
 
-class Followed(Protocol):
-    """What an index reads of the store it follows (:class:`slm.store.relational.Relational`)."""
+
+class Followed(Reads, Protocol):
+    """What the indexes read of the store they follow
+    (:class:`slm.store.relational.Relational`): its rows, its change feed, and a number
+    that changes whenever a profile may have changed (:meth:`version`)."""
 
     @property
-    def dialect(self) -> Dialect: ...
+    def dim(self) -> int: ...
 
     @property
-    def mark(self) -> str: ...
+    def folder(self) -> Path | None:
+        """Where what is derived from the store may be saved (None: nowhere)."""
+        ...
 
-    def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]: ...
+    @property
+    def store_id(self) -> str: ...
 
-    def select_in(self, head: str, profile: str, values: Sequence[Any]) -> list[Any]: ...
+    def snapshot(self, work: Callable[[Cursor], T]) -> T:
+        """``work`` with a cursor whose statements all see one commit."""
+        ...
 
     def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
         """The (key, vector) rows of ``sql``: their keys and their vectors as a matrix."""
@@ -68,6 +76,11 @@ class Followed(Protocol):
     def feed_head(self, profile: str) -> int: ...
 
     def changes_since(self, profile: str, seq: int, limit: int = ...) -> list[Change]: ...
+
+    def version(self, profile: str) -> int:
+        """A number that changes whenever ``profile`` may have changed, this process's
+        writes included (read once per recall inside ``Store.reading``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +108,6 @@ class IndexState:
     seq: int = 0
     #: the highest memory key applied (the restored-copy check of a saved index)
     max_key: int = 0
-    dirty: bool = False
     unsaved: int = 0
     #: the store's version when this index last caught up (``version``)
     version: int = -1
@@ -109,43 +121,24 @@ class VectorCache:
     """Per-profile vector indexes over one :class:`Source` of a store (callers hold the
     lock of :class:`Vectors`)."""
 
-    def __init__(
-        self,
-        store: Followed,
-        folder: Path | None,
-        dim: int,
-        store_id: str,
-        source: Source,
-        version: Callable[[str], int],
-    ) -> None:
+    def __init__(self, store: Followed, source: Source) -> None:
         self._store = store
-        #: a number that changes when the profile may have changed: SQLite's
-        #: ``data_version``, PostgreSQL's feed head (pinned for the length of a recall)
-        self._version = version
-        self.folder = folder
-        self.dim = dim
-        self.store_id = store_id
+        self.folder = store.folder
+        self.dim = store.dim
         self.source = source
         self.states: dict[str, IndexState] = {}
 
-    def mark_dirty(self) -> None:
-        """This process committed a write: every index must look for changes."""
-        for state in self.states.values():
-            state.dirty = True
-
     def index(self, profile: str) -> VectorIndex:
         """The profile's index, brought up to date with the rows."""
+        version = self._store.version(profile)  # PostgreSQL: a round trip outside a recall
         state = self.states.get(profile)
         if state is None:
-            version = self._version(profile)
             state = self.states[profile] = self._open(profile)
-            state.version = version
-            self._catch_up(profile, state)
-        else:
-            version = self._version(profile)  # PostgreSQL: a round trip outside a recall
-            if state.dirty or version != state.version:
-                state.version = version
-                self._catch_up(profile, state)
+        elif version == state.version:
+            return state.index
+        state.version = -1  # caught up again on the next look should this fail
+        self._catch_up(profile, state)
+        state.version = version
         return state.index
 
     def owned(self, profile: str, memories: Sequence[int]) -> dict[int, Vector]:
@@ -215,12 +208,11 @@ class VectorCache:
             return False
         store = self._store
         return dim == self.dim and saved.belongs(
-            store.select, store.mark, self.store_id, profile, manifest
+            store.select, store.mark, store.store_id, profile, manifest
         )
 
     def _catch_up(self, profile: str, state: IndexState) -> None:
         """Apply the feed's changes after the index's sequence number."""
-        state.dirty = False
         while True:
             changes = self._store.changes_since(profile, state.seq, _BATCH)
             if not changes:
@@ -266,7 +258,7 @@ class VectorCache:
             return
         store = self._store
         mark = saved.watermark(
-            store.select, store.mark, self.store_id, profile, state.seq, state.max_key
+            store.select, store.mark, store.store_id, profile, state.seq, state.max_key
         )
         try:
             state.index.save(self.folder, self._name(profile), mark)
@@ -315,27 +307,17 @@ class VectorCache:
 
 
 class Vectors:
-    """A store's :class:`~slm.store.base.Vectors`: an index per profile for the memories'
-    vectors, one for their further passages and one for their standing statements, each a
-    :class:`VectorCache` following the store's change feed. ``folder``: where large
-    indexes are saved (None: kept in memory only)."""
+    """A store's vector indexes: each memory's vector, its further passages and its
+    standing statements' scopes, and the searches over them, each a :class:`VectorCache`
+    per profile following the store's change feed: what a write stores or removes is
+    searched, or no longer, once the write returns. Large indexes are saved in the store's
+    ``folder`` (None: kept in memory only)."""
 
-    def __init__(
-        self,
-        store: Followed,
-        folder: Path | None,
-        dim: int,
-        store_id: str,
-        version: Callable[[str], int],
-        lock: AbstractContextManager[Any] | None = None,
-    ) -> None:
+    def __init__(self, store: Followed) -> None:
         self._store = store
-        self._lock = lock or threading.RLock()
-        self.dim = dim
-        caches = [
-            VectorCache(store, folder, dim, store_id, source, version)
-            for source in (MEMORY_VECTORS, PASSAGES, STANDING)
-        ]
+        self._lock = threading.RLock()
+        self.dim = store.dim
+        caches = [VectorCache(store, source) for source in (MEMORY_VECTORS, PASSAGES, STANDING)]
         self._own, self._passages, self._standing = caches
         self._caches = tuple(caches)
 
@@ -347,20 +329,27 @@ class Vectors:
         allowed: set[int] | None,
         below: int | None = None,
     ) -> list[tuple[int, float]]:
+        """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
+        ``allowed`` and below ``below`` when given."""
         with self._lock:
             return self._own.index(profile).search(query, k, allowed, below)
 
     def search_many(self, profile: str, queries: Vector, k: int) -> list[list[tuple[int, float]]]:
+        """:meth:`search` for each row of ``queries`` (no filters), batched where the index
+        can."""
         with self._lock:
             return self._own.index(profile).search_many(queries, k)
 
     def mean(self, profile: str) -> tuple[Vector, int]:
+        """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is
+        the query's average cosine similarity to the profile, its background level."""
         with self._lock:
             index = self._own.index(profile)
             return index.mean(), len(index)
 
     def get(self, profile: str, keys: Sequence[int]) -> Vector:
-        """From the profile's index when it is loaded and holds them all, else the rows."""
+        """Stored unit vectors for ``keys`` (rows in the same order; zeros for unknown keys):
+        from the profile's index when it is loaded and holds them all, else the rows."""
         with self._lock:
             loaded = self._own.loaded(profile)
             cached = loaded.get(list(keys)) if loaded is not None else None
@@ -382,6 +371,8 @@ class Vectors:
     def passage_search(
         self, profile: str, query: Vector, k: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
+        """The memories owning the ``k`` passages (beyond each memory's first) most similar
+        to ``query``, as (key, best cosine among those passages), best first, ties by key."""
         with self._lock:
             hits = self._passages.index(profile).search(query, k)
         return best_per_memory(hits, allowed)
@@ -389,12 +380,16 @@ class Vectors:
     def passages(
         self, profile: str, keys: Sequence[int], standing: bool = False
     ) -> dict[int, Vector]:
+        """The further passages of each of ``keys`` that has any, in passage order; with
+        ``standing``, the vectors of its standing statements' scopes instead."""
         with self._lock:
             return (self._standing if standing else self._passages).owned(profile, keys)
 
     def standing_search(
         self, profile: str, query: Vector, k: int
     ) -> list[tuple[int, str, str, float]]:
+        """The ``k`` standing statements (instructions, preferences) most similar to
+        ``query``, as (memory key, kind, statement, cosine), best first, ties by key."""
         with self._lock:  # the statements' words kept beside their vectors, read once
             hits = self._standing.index(profile).search(query, k)
             found = self._standing.states[profile].texts
@@ -411,17 +406,12 @@ class Vectors:
             ]
 
     def rebuild(self, profile: str) -> int:
-        """Rebuild the profile's indexes from the rows (``slm reindex``)."""
+        """Rebuild the profile's indexes from the rows (``slm reindex``); the size of the
+        memory vectors' one."""
         with self._lock:
             self._passages.rebuild(profile)
             self._standing.rebuild(profile)
             return self._own.rebuild(profile)
-
-    def written(self) -> None:
-        """This process committed a write: every index must look for changes."""
-        with self._lock:
-            for cache in self._caches:
-                cache.mark_dirty()
 
     def info(self) -> dict[str, Any]:
         with self._lock:
@@ -435,3 +425,17 @@ class Vectors:
         with self._lock:
             for cache in self._caches:
                 cache.save_all()
+
+
+def best_per_memory(
+    hits: Iterable[tuple[int, float]], allowed: set[int] | None
+) -> list[tuple[int, float]]:
+    """Passage hits (passage key, cosine), best first, as (memory key, its best cosine) for
+    the memories ``allowed`` admits (all when None): a filtered recall searches passages
+    unfiltered and keeps those of admitted memories."""
+    best: dict[int, float] = {}
+    for key, cosine in hits:
+        memory = key // PASSAGE_SPAN
+        if allowed is None or memory in allowed:
+            best.setdefault(memory, cosine)
+    return sorted(best.items(), key=lambda p: (-p[1], p[0]))

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from slm.embed import Matrix
+from slm.index.vector_cache import Vectors
 from slm.ingest.changes import CANDIDATES
 from slm.ingest.entities import extract_entities
 from slm.ingest.facts import Fact, facts
@@ -63,7 +64,7 @@ def derive(
 
 
 def nearest_stored(
-    store: Store, profile: str, vectors: Matrix, scope: str = ""
+    store: Store, index: Vectors, profile: str, vectors: Matrix, scope: str = ""
 ) -> list[list[tuple[int, float]]]:
     """Each new vector's nearest stored memories of its ``scope`` (key, cosine): enough for
     the semantic links and for the change reader (:data:`slm.ingest.changes.CANDIDATES`).
@@ -76,8 +77,8 @@ def nearest_stored(
         return []
     k = max(SEMANTIC_LINKS, CANDIDATES)
     if not store.other_scopes(profile, scope):
-        return store.vectors.search_many(profile, vectors, k)
-    wide = store.vectors.search_many(profile, vectors, k * WIDEN)
+        return index.search_many(profile, vectors, k)
+    wide = index.search_many(profile, vectors, k * WIDEN)
     records = store.get_by_keys(profile, {key for found in wide for key, _ in found})
     ours = {key for key, record in records.items() if record.scope == scope}
     members: set[int] | None = None
@@ -86,7 +87,7 @@ def nearest_stored(
         mine = [(key, cos) for key, cos in found if key in ours][:k]
         if len(mine) < k and len(found) == k * WIDEN:  # the scope's nearest lie further
             members = store.scope_members(profile, scope) if members is None else members
-            mine = store.vectors.search(profile, vector, k, members)
+            mine = index.search(profile, vector, k, members)
         out.append(mine)
     return out
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from slm.embed import Embedder, Matrix, embed_passages, reads_passages
 from slm.errors import SlmError, StoreError
+from slm.index.vector_cache import Vectors
 from slm.ingest import (
     SEMANTIC_LINK_FLOOR,
     SEMANTIC_LINKS,
@@ -46,7 +47,13 @@ Changes = tuple[tuple[int, bool, str, bool], ...]
 
 
 def write(
-    store: Store, profile: str, embedder: Embedder, checked: Sequence[NewMemory], *, auto: bool
+    store: Store,
+    index: Vectors,
+    profile: str,
+    embedder: Embedder,
+    checked: Sequence[NewMemory],
+    *,
+    auto: bool,
 ) -> list[Remembered]:
     """Store ``checked`` memories (identical content in the same scope is stored once, the
     first of several in one batch is the one created) in one transaction and say what was
@@ -58,7 +65,7 @@ def write(
     for c in checked:
         if c.content_hash not in known:
             pending.setdefault(c.content_hash, c)
-    new_items = prepare(store, profile, embedder, list(pending.values()))
+    new_items = prepare(store, index, profile, embedder, list(pending.values()))
     ids = dict(known)
     updates: dict[str, tuple[str, ...]] = {}
     if new_items:
@@ -139,10 +146,11 @@ def _updates_of(store: Store, profile: str, keys: Sequence[int]) -> dict[str, tu
 
 
 def prepare(
-    store: Store, profile: str, embedder: Embedder, fresh: Sequence[NewMemory]
+    store: Store, index: Vectors, profile: str, embedder: Embedder, fresh: Sequence[NewMemory]
 ) -> list[NewMemory]:
     """``fresh`` (checked, none of them stored yet) ready to store, in order. Links and
-    changes are looked for among memories of each one's own scope only."""
+    changes are looked for among memories of each one's own scope only (in ``index``, the
+    store's vector indexes)."""
     texts = [item.content for item in fresh]
     passages = embed_passages(embedder, texts, MAX_PASSAGES)
     embedded = firsts(passages, embedder.dim)
@@ -155,7 +163,7 @@ def prepare(
         scopes.setdefault(item.scope, []).append(i)
     for scope, rows in scopes.items():
         part = embedded[rows]
-        nearest = nearest_stored(store, profile, part, scope)
+        nearest = nearest_stored(store, index, profile, part, scope)
         for i, (stored, batch) in zip(rows, semantic_links(part, nearest), strict=True):
             links[i] = (stored, tuple((rows[j], cos) for j, cos in batch))
         items, said = [fresh[i] for i in rows], [stated[i] for i in rows]
@@ -174,10 +182,14 @@ def prepare(
 
 
 def rederive(
-    store: Store, profile: str, embedder: Embedder, records: Sequence[MemoryRecord]
+    store: Store,
+    index: Vectors,
+    profile: str,
+    embedder: Embedder,
+    records: Sequence[MemoryRecord],
 ) -> list[tuple[int, NewMemory]]:
     """Stored ``records`` derived again (key, memory), from their stored vectors."""
-    vectors = store.vectors.get(profile, [r.key for r in records])
+    vectors = index.get(profile, [r.key for r in records])
     scopes = {
         scope: store.scope_members(profile, scope) if store.other_scopes(profile, scope) else None
         for scope in {r.scope for r in records}
@@ -196,7 +208,7 @@ def rederive(
         # half-precision rounding of a graph-indexed profile's vectors).
         neighbours = tuple(
             (key, score)
-            for key, score in store.vectors.search(
+            for key, score in index.search(
                 profile, vector, SEMANTIC_LINKS, scopes[record.scope], below=record.key
             )
             if score >= SEMANTIC_LINK_FLOOR

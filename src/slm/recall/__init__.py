@@ -23,6 +23,7 @@ from datetime import datetime
 from slm.channels import Channel, Context, Query, enabled
 from slm.contract import RecallResponse
 from slm.embed import Matrix
+from slm.index import Indexes
 from slm.learn.rerank import Reranking
 from slm.recall.interpret import interpret
 from slm.recall.pipeline import rank
@@ -38,6 +39,7 @@ __all__ = ["ChannelRun", "recall"]
 
 def recall(
     store: Store,
+    indexes: Indexes,
     channels: Mapping[str, Channel],
     settings: Settings,
     embed: Callable[[str], Future[Matrix]],
@@ -69,7 +71,7 @@ def recall(
         embedding = embed(query.embedded_text)
         clock.lap("interpret")
         query = _with_versions(store, query, hide_superseded)
-        context = Context(store, query, lexicon)
+        context = Context(store, indexes, query, lexicon)
         try:
             lexicon.prefetch()
             early = run_standalone(channels, names, context, per_channel)

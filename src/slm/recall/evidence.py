@@ -42,7 +42,7 @@ def weigh_evidence(
     """
     if not keys:
         return {}
-    query, store = context.query, context.store
+    query = context.query
     similarity = context.similarity(keys)
     applying: set[int] = set()
     for hit in applies:
@@ -50,7 +50,7 @@ def weigh_evidence(
             applying.add(hit.key)
             similarity[hit.key] = max(similarity[hit.key], hit.score)
     cosine = np.array([similarity[key] for key in keys], dtype=np.float64)
-    mean, count = store.vectors.mean(query.profile)
+    mean, count = context.vectors.mean(query.profile)
     total = float(mean @ query.vector) * count
     in_window = _in_window(context, keys)
     temporal = np.fromiter((key in in_window for key in keys), bool, len(keys))

@@ -15,6 +15,7 @@ from slm.store.base import (
     Vector,
     times_in,
 )
+from slm.store.relational import Relational
 
 __all__ = [
     "Filters",
@@ -58,8 +59,9 @@ class Location:
         return self.dsn is not None or (self.path is not None and self.path.exists())
 
 
-def open_store(location: Location, dim: int) -> Store:
-    """Open the store at ``location``: SQLite for a path, PostgreSQL for a DSN."""
+def open_store(location: Location, dim: int) -> Relational:
+    """Open the store at ``location``: SQLite for a path, PostgreSQL for a DSN (a
+    :class:`Store`, and what the indexes beside it read: :class:`slm.index.Followed`)."""
     if location.dsn is not None:
         try:
             from slm.store.postgres import PostgresStore

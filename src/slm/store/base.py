@@ -1,8 +1,10 @@
 """The ``Store`` protocol: everything the engine needs from persistence, and nothing else.
 
-A store is the only code that speaks SQL. It keeps memories and their derived indexes
-(vectors, lexical postings) consistent in one transaction per write, and isolates
-profiles: every method takes the profile and never returns another profile's rows.
+A store is the only code that speaks SQL. It keeps the rows of record, memories and the
+rows derived from them (vectors, lexical postings, entities, edges), consistent in one
+transaction per write, and isolates profiles: every method takes the profile and never
+returns another profile's rows. What recall reads in process, built from those rows (the
+vector indexes, the edge arrays), is not the store's: :mod:`slm.index`.
 """
 
 from __future__ import annotations
@@ -28,20 +30,6 @@ Vector = npt.NDArray[np.float32]
 PASSAGE_SPAN = 512
 MAX_PASSAGES = 256
 STANDING_BASE = MAX_PASSAGES
-
-
-def best_per_memory(
-    hits: Iterable[tuple[int, float]], allowed: set[int] | None
-) -> list[tuple[int, float]]:
-    """Passage hits (passage key, cosine), best first, as (memory key, its best cosine) for
-    the memories ``allowed`` admits (all when None): a filtered recall searches passages
-    unfiltered and keeps those of admitted memories."""
-    best: dict[int, float] = {}
-    for key, cosine in hits:
-        memory = key // PASSAGE_SPAN
-        if allowed is None or memory in allowed:
-            best.setdefault(memory, cosine)
-    return sorted(best.items(), key=lambda p: (-p[1], p[0]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,56 +253,6 @@ class Versions(Protocol):
         ended: when it holds none, a recall skips the version steps."""
 
 
-class Vectors(Protocol):
-    """A store's vector index: each memory's vector, its further passages and its standing
-    statements' scopes, and the searches over them. It follows the store's rows: what a
-    write stores or removes is searched, or no longer, once the write returns."""
-
-    def search(
-        self,
-        profile: str,
-        query: Vector,
-        k: int,
-        allowed: set[int] | None,
-        below: int | None = None,
-    ) -> list[tuple[int, float]]:
-        """Top ``k`` (key, cosine) by cosine similarity, best first, ties by key; only keys in
-        ``allowed`` and below ``below`` when given."""
-
-    def search_many(self, profile: str, queries: Vector, k: int) -> list[list[tuple[int, float]]]:
-        """:meth:`search` for each row of ``queries`` (no filters), batched where the index
-        can."""
-
-    def passage_search(
-        self, profile: str, query: Vector, k: int, allowed: set[int] | None
-    ) -> list[tuple[int, float]]:
-        """The memories owning the ``k`` passages (beyond each memory's first) most similar
-        to ``query``, as (key, best cosine among those passages), best first, ties by key."""
-
-    def passages(
-        self, profile: str, keys: Sequence[int], standing: bool = False
-    ) -> dict[int, Vector]:
-        """The further passages of each of ``keys`` that has any, in passage order; with
-        ``standing``, the vectors of its standing statements' scopes instead."""
-
-    def standing_search(
-        self, profile: str, query: Vector, k: int
-    ) -> list[tuple[int, str, str, float]]:
-        """The ``k`` standing statements (instructions, preferences) most similar to
-        ``query``, as (memory key, kind, statement, cosine), best first, ties by key."""
-
-    def rebuild(self, profile: str) -> int:
-        """Rebuild the profile's indexes from the stored vectors; return the size of the
-        memory vectors' one."""
-
-    def mean(self, profile: str) -> tuple[Vector, int]:
-        """Mean of the profile's stored vectors, and how many there are: ``query . mean`` is
-        the query's average cosine similarity to the profile, its background level."""
-
-    def get(self, profile: str, keys: Sequence[int]) -> Vector:
-        """Stored unit vectors for ``keys`` (rows in the same order; zeros for unknown keys)."""
-
-
 class Lexical(Protocol):
     """The BM25 inverted index and its per-profile statistics."""
 
@@ -329,7 +267,8 @@ class Lexical(Protocol):
 
 
 class Graph(Protocol):
-    """Entities, mentions, memory-memory edges and the times memories refer to."""
+    """Entities, mentions and the times memories refer to (memory-memory edges are read
+    from their arrays, :mod:`slm.index.edges`)."""
 
     def find_entities(
         self, profile: str, names: Sequence[str]
@@ -350,11 +289,6 @@ class Graph(Protocol):
     ) -> dict[int, list[tuple[int, str, int, int]]]:
         """Entities mentioned by each memory, as (entity id, name, mention count, speaker
         flag: 1 when the entity is the memory's speaker, 0 otherwise)."""
-
-    def edges_from(
-        self, profile: str, keys: Sequence[int]
-    ) -> dict[int, tuple[tuple[int, str, float], ...]]:
-        """Memory-memory edges leaving each key, as (neighbour key, kind, weight)."""
 
     def time_overlaps(
         self, profile: str, start: int, end: int, limit: int
@@ -439,12 +373,13 @@ class Admin(Protocol):
 
 
 class Store(Rows, Lexical, Graph, Admin, Protocol):
-    """Persistence for memories and their derived indexes. Implementations: sqlite, postgres.
+    """Persistence for memories and the rows derived from them. Implementations: sqlite,
+    postgres.
 
     The parts are separate protocols so that a component can ask for only what it reads
-    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`). Three parts
-    are objects of their own: the vector index (:attr:`vectors`), what use teaches
-    (:attr:`feedback`) and which memories replaced which (:attr:`versions`)."""
+    (the lexicon view needs :class:`Lexical`, the graph view :class:`Graph`). Two parts
+    are objects of their own: what use teaches (:attr:`feedback`) and which memories
+    replaced which (:attr:`versions`)."""
 
     kind: str
     location: str
@@ -454,9 +389,6 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
     def reading(self, profile: str) -> AbstractContextManager[None]:
         """One recall's reads of ``profile``: other processes' commits checked once for all
         of them (and, on a server, one connection held for them)."""
-
-    @property
-    def vectors(self) -> Vectors: ...
 
     @property
     def feedback(self) -> FeedbackLog: ...

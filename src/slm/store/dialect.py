@@ -4,8 +4,7 @@ The store is written once (:mod:`slm.store.relational`, :mod:`slm.store.derived`
 :class:`Dialect`: the driver's parameter mark, how one statement inserts many rows, how a
 vector is bound and a tag list read back, how tags are matched, and the few queries each
 database answers faster its own way (the entities a name finds, the turn before a memory,
-a term's postings, the memories of a time window). A new database is a dialect and, where
-it wants one, a vector index (:mod:`slm.store.vectors`).
+a term's postings, the memories of a time window). A new database is a dialect.
 
 Every function here takes an open cursor: an ``sqlite3`` connection or a psycopg cursor,
 whose ``execute`` returns something to ``fetchall`` from.
@@ -19,9 +18,11 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 from slm.models import NewMemory
 from slm.store.base import Cursor, Filters, Postings
-from slm.store.readcache import Kept, ReadCache
+from slm.store.readcache import ReadCache
 
 T = TypeVar("T")
+#: rows of values to insert
+Rows = Sequence[tuple[Any, ...]]
 
 #: Memories without a session are neighbouring turns when from one named source this close
 #: in time.
@@ -34,6 +35,20 @@ MAX_SPAN_US = 2 * 366 * 86_400 * 1_000_000
 SHORT_SPAN_US = 62 * 86_400 * 1_000_000
 #: The partial index's condition, written out so that the planner can match it.
 LONG_SPAN = f"end_us - start_us > {SHORT_SPAN_US}"
+
+
+def mentioned(
+    fresh: Sequence[tuple[int, NewMemory]],
+) -> tuple[dict[str, str], dict[tuple[str, int], int]]:
+    """The entities new memories mention, each with its kind, and each (entity, memory key)
+    with its speaker flag (1: the entity speaks in the memory), the first mention's each."""
+    kinds: dict[str, str] = {}
+    speaker: dict[tuple[str, int], int] = {}
+    for key, memory in fresh:
+        for name, kind, speaks in memory.entities:
+            kinds.setdefault(name, kind)
+            speaker.setdefault((name, key), int(speaks))
+    return kinds, speaker
 
 
 class Dialect(ABC):
@@ -69,12 +84,7 @@ class Dialect(ABC):
 
     @abstractmethod
     def many(
-        self,
-        cur: Cursor,
-        head: str,
-        rows: Sequence[tuple[Any, ...]],
-        types: Sequence[str],
-        tail: str = "",
+        self, cur: Cursor, head: str, rows: Rows, types: Sequence[str], tail: str = ""
     ) -> None:
         """Insert ``rows`` with ``head`` (``INSERT INTO table (columns)``), their columns of
         the SQL ``types``, then ``tail`` (an ``ON CONFLICT`` clause), in as few round trips
@@ -167,16 +177,12 @@ class Dialect(ABC):
         return found if len(found) <= limit else None
 
 
-class Database(Protocol):
-    """What the SQL both stores share outside the store itself (versions, feedback) asks of
-    a store: its dialect and read cache, and statements run over its connection. A
-    relational store is one (:class:`slm.store.relational.Relational`)."""
+class Reads(Protocol):
+    """What code outside a relational store (:class:`slm.store.relational.Relational`)
+    reads it by: its dialect, and statements run over its connection."""
 
     @property
     def dialect(self) -> Dialect: ...
-
-    @property
-    def cache(self) -> ReadCache: ...
 
     @property
     def mark(self) -> str: ...
@@ -187,12 +193,15 @@ class Database(Protocol):
     def select_in(self, head: str, profile: str, values: Iterable[Any]) -> list[Any]:
         """The rows of ``head IN (values)`` for one profile (:meth:`Dialect.rows_in`)."""
 
+
+class Database(Reads, Protocol):
+    """What the SQL both stores share outside the store itself (versions, feedback) asks of
+    a store: besides what it reads by, its read cache and its write transactions."""
+
+    @property
+    def cache(self) -> ReadCache: ...
+
     def change(
-        self,
-        profile: str | None,
-        work: Callable[[Cursor], T],
-        *,
-        lasting: bool = True,
-        kept: Kept | None = None,
+        self, profile: str | None, work: Callable[[Cursor], T], *, lasting: bool = True
     ) -> T:
-        """``work`` in one write transaction."""
+        """``work`` in one write transaction (:meth:`slm.store.relational.Relational.change`)."""

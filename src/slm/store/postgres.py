@@ -5,8 +5,8 @@ The same tables, derived data and BM25 statistics as the SQLite store (see
 over PostgreSQL's dialect (:mod:`slm.store.postgres_dialect`), so both answer every
 :class:`~slm.store.base.Store` call alike. Vectors are stored in pgvector columns and
 searched in this process, and edges walked in this process, as SQLite's are: each server
-keeps its own vector indexes, edge arrays and read cache current from the change feed
-(:mod:`slm.index`, :mod:`slm.store.feed`), whose head it reads once at the start of each
+keeps its read cache, and beside the store its indexes (:mod:`slm.index`), current from
+the change feed (:mod:`slm.store.feed`), whose head it reads once at the start of each
 recall. So several servers share one PostgreSQL, and a write acknowledged by one is seen by
 the next recall of every other.
 
@@ -32,14 +32,11 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
 from slm.errors import ConfigError, StoreError, disk_full
-from slm.index.edges import EdgeCache
-from slm.index.vector_cache import Vectors
-from slm.index.vectors import Matrix
 from slm.models import NewMemory
 from slm.store import fields, schema
-from slm.store.base import Cursor
+from slm.store.base import Cursor, Vector
 from slm.store.postgres_dialect import PostgresDialect
-from slm.store.readcache import Kept, ReadCache
+from slm.store.readcache import ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 
@@ -101,8 +98,6 @@ class PostgresStore(Relational):
             )
             self._pool.open(wait=True, timeout=30.0)
             self.cache = ReadCache(self.feed_head)
-            self.vectors = Vectors(self, None, dim, "", self.cache.version)
-            self.edges = EdgeCache(self, None, "", self.cache.version)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
 
@@ -197,40 +192,20 @@ class PostgresStore(Relational):
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return work(cur)
 
-    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Vector]:
         rows = self._rows(sql, params, binary=True)
         matrix = np.zeros((len(rows), self.dim), dtype=np.float32)
         for i, (_, vector) in enumerate(rows):
             matrix[i] = vector.to_numpy()
         return [int(row[0]) for row in rows], matrix
 
-    def change(
-        self,
-        profile: str | None,
-        work: Callable[[Cursor], T],
-        *,
-        lasting: bool = True,
-        kept: Kept | None = None,
-    ) -> T:
-        if profile is None:  # nothing the read cache or the indexes keep
-            with self._write(profile, lasting) as cur:
-                return work(cur)
-        committed = False
-        try:
-            with self._write(profile, lasting) as cur:
-                result = self.recorder.wrap(profile, work)(cur)
-            committed = True
-            return result
-        finally:
-            self.cache.clear(kept if committed else None)
-            seq = self.recorder.last()
-            if committed and seq is not None:
-                self.cache.advance(profile, seq)
-            self._indexes_changed()
-
-    def _indexes_changed(self) -> None:
-        self.vectors.written()
-        self.edges.written()
+    def _commit(self, profile: str | None, work: Callable[[Cursor], T], lasting: bool) -> T:
+        with self._write(profile, lasting) as cur:
+            result = work(cur)
+        # the read cache's version is the feed head, which this write moved
+        if profile is not None and (seq := self.recorder.last()) is not None:
+            self.cache.advance(profile, seq)
+        return result
 
     # -- writes -----------------------------------------------------------------------
 
@@ -286,8 +261,6 @@ class PostgresStore(Relational):
             "server_version": version,
             "pgvector": pgvector,
             "pool": {"size": stats.get("pool_size", 0), "max": self._pool.max_size},
-            "vector_indexes": self.vectors.info(),
-            "edge_arrays": self.edges.info(),
         }
 
     def close(self) -> None:

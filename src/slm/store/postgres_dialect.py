@@ -17,10 +17,10 @@ import numpy as np
 from slm.models import NewMemory, to_micros
 from slm.store import sql
 from slm.store.base import Cursor, Filters, Postings
-from slm.store.dialect import SESSION_GAP_US, Dialect
+from slm.store.dialect import SESSION_GAP_US, Dialect, Rows, mentioned
 
 
-def columns(rows: Sequence[tuple[Any, ...]], width: int) -> list[list[Any]]:
+def columns(rows: Rows, width: int) -> list[list[Any]]:
     """Rows as parallel lists, for ``unnest`` (one statement for a whole batch)."""
     return [[row[i] for row in rows] for i in range(width)]
 
@@ -36,12 +36,7 @@ class PostgresDialect(Dialect):
     chunk = 5000
 
     def many(
-        self,
-        cur: Cursor,
-        head: str,
-        rows: Sequence[tuple[Any, ...]],
-        types: Sequence[str],
-        tail: str = "",
+        self, cur: Cursor, head: str, rows: Rows, types: Sequence[str], tail: str = ""
     ) -> None:
         if rows:
             arrays = ", ".join(f"%s::{kind}[]" for kind in types)
@@ -59,12 +54,7 @@ class PostgresDialect(Dialect):
     def insert_mentions(
         self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
     ) -> None:
-        kinds: dict[str, str] = {}
-        speaker: dict[tuple[str, int], int] = {}
-        for key, memory in fresh:
-            for name, kind, is_speaker in memory.entities:
-                kinds.setdefault(name, kind)
-                speaker.setdefault((name, key), int(is_speaker))
+        kinds, speaker = mentioned(fresh)
         if not kinds:
             return
         names = list(kinds)

@@ -32,6 +32,7 @@ Memory is bounded: each kind keeps at most :data:`LIMIT` keys (postings:
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -66,6 +67,7 @@ class ReadCache:
 
     def __init__(self, version: Callable[[str], int] | None, limit: int = LIMIT) -> None:
         self._version = version
+        self._calls = itertools.count()  # without ``version``: a new number every time
         self._seen: dict[str, int] = {}
         self._limit = limit
         self._generation = 0
@@ -157,8 +159,10 @@ class ReadCache:
 
     def version(self, profile: str) -> int:
         """What tells whether ``profile`` changed: as checked when this thread pinned it,
-        else read now (the indexes of slm.index follow commits with it too)."""
-        assert self._version is not None
+        else read now (the store's ``version``, which slm.index follows, is built on it).
+        Without ``version``, a new number every time: anything may have changed."""
+        if self._version is None:
+            return next(self._calls)
         if getattr(self._local, "pinned", None) == profile:
             return int(self._local.version)
         return self._version(profile)

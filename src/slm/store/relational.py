@@ -1,14 +1,14 @@
 """The store, written once over a dialect.
 
 :class:`Relational` is the base of both stores and holds every method of the
-:class:`~slm.store.base.Store` protocol but the vector index's: the SQL is written here,
-in :mod:`slm.store.derived` (the rows a memory derives) and in the shared modules
+:class:`~slm.store.base.Store` protocol: the SQL is written here, in
+:mod:`slm.store.derived` (the rows a memory derives) and in the shared modules
 (:mod:`slm.store.sql`, :mod:`slm.store.lifecycle`, :mod:`slm.store.feedback`), and what the
 two databases do differently is their :class:`~slm.store.dialect.Dialect`. A store supplies
-its connection (:meth:`select`, :meth:`_read`, :meth:`snapshot`, :meth:`change`), how a
+its connection (:meth:`select`, :meth:`_read`, :meth:`snapshot`, :meth:`_commit`) and how a
 memory's row and vector are written (:meth:`_insert_memories`, :meth:`_insert_vectors`,
-:meth:`_delete_vectors`), and the indexes it keeps current from the change feed
-(:mod:`slm.index`): its vector indexes and its edge arrays, which answer :meth:`edges_from`.
+:meth:`_delete_vectors`). What is held in process beside it (:mod:`slm.index`) follows it
+through its change feed and :meth:`version`, which counts this process's writes.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, ClassVar, TypeVar
 
 from slm.errors import ConfigError, StoreError
-from slm.index.edges import EdgeCache, Edges
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
 from slm.store import derived, feed, feedback, fields, lifecycle, sql
 from slm.store.base import (
@@ -34,11 +34,13 @@ from slm.store.base import (
     LexicalStats,
     Postings,
     Stored,
+    Vector,
 )
 from slm.store.dialect import Dialect
 from slm.store.readcache import POSTINGS_LIMIT, Kept, ReadCache
 
 T = TypeVar("T")
+K = TypeVar("K", int, str)
 
 #: What storing new memories leaves as it was of the memories already stored, by read-cache
 #: kind: their rows (unless the new ones supersede), terms, times and mentions. Entities'
@@ -55,6 +57,14 @@ class Relational(ABC):
     #: which database (``"sqlite"``, ``"postgres"``) and where, as health reports them
     kind: str
     location: str
+    #: the dimension of the stored vectors
+    dim: int
+    #: where what is derived from the rows may be saved beside them (None: nowhere), and
+    #: this database's identity, which what is saved there must match
+    folder: Path | None = None
+    store_id: str = ""
+    #: commits of this process that changed a profile's rows (see :meth:`version`)
+    _commits: int = 0
 
     @property
     def mark(self) -> str:
@@ -63,8 +73,6 @@ class Relational(ABC):
     #: per-memory rows kept between recalls (a store that can follow others' commits
     #: sets a :class:`ReadCache`)
     cache: ReadCache = ReadCache(None)
-    #: each profile's edges as arrays, following the change feed
-    edges: EdgeCache
 
     @functools.cached_property
     def feedback(self) -> feedback.RelationalFeedback:
@@ -91,6 +99,36 @@ class Relational(ABC):
         """The profile's changes after ``seq``, in order: the one way to learn what changed."""
         return feed.since(self.select, self.mark, profile, seq, limit)
 
+    def version(self, profile: str) -> int:
+        """A number that changes whenever ``profile`` may have changed, by which what is kept
+        beside the store knows when to read the feed: the read cache's version (pinned per
+        recall by :meth:`reading`) plus this process's own commits."""
+        return self.cache.version(profile) + self._commits
+
+    def change(
+        self,
+        profile: str | None,
+        work: Callable[[Cursor], T],
+        *,
+        lasting: bool = True,
+        kept: Kept | None = None,
+    ) -> T:
+        """``work`` in one write transaction. One that changes memories or what derives from
+        them names its ``profile`` (whose write lock it holds, and whose change feed records
+        it); feedback, the recall log and settings pass None. Not ``lasting`` (the recall
+        log): committed without waiting for the disk, so a power cut may lose the last few.
+        ``kept``: what it leaves valid in the read cache once committed (else nothing)."""
+        if profile is None:  # nothing the read cache keeps or the feed records
+            return self._commit(None, work, lasting)
+        committed = False
+        try:
+            result = self._commit(profile, self.recorder.wrap(profile, work), lasting)
+            committed = True
+            return result
+        finally:
+            self.cache.clear(kept if committed else None)
+            self._commits += 1
+
     # -- what a store supplies ------------------------------------------------------------
 
     @abstractmethod
@@ -107,20 +145,15 @@ class Relational(ABC):
         transaction): what an index reads to catch up with the change feed."""
 
     @abstractmethod
-    def change(
-        self,
-        profile: str | None,
-        work: Callable[[Cursor], T],
-        *,
-        lasting: bool = True,
-        kept: Kept | None = None,
-    ) -> T:
-        """``work`` in one write transaction (with ``profile``: holding its write lock where
-        the database has one). A write that changes memories or what derives from them
-        names its profile; only feedback, the recall log and settings pass None. Not
-        ``lasting`` (the recall log, written after every recall): committed without waiting
-        for the disk, so a power cut may lose the last few, and nothing else. ``kept``:
-        what it leaves valid in the read cache once committed (else nothing)."""
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Vector]:
+        """The (key, vector) rows of ``sql``: their keys and their vectors as a matrix."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @abstractmethod
+    def _commit(self, profile: str | None, work: Callable[[Cursor], T], lasting: bool) -> T:
+        """``work`` in one write transaction, holding ``profile``'s lock (:meth:`change`)."""
 
     @abstractmethod
     def _health(self) -> dict[str, Any]:
@@ -169,6 +202,13 @@ class Relational(ABC):
             return {k: tuple(sorted(v)) for k, v in self._grouped(head, profile, missing).items()}
 
         return self.cache.keyed(kind, profile, keys, fetch)
+
+    def _pairs(self, kind: str, head: str, profile: str, keys: Iterable[K]) -> dict[K, Any]:
+        """The two columns of :meth:`select_in`'s rows as a mapping, through the read cache
+        as ``kind``."""
+        return self.cache.keyed(
+            kind, profile, keys, lambda ks: dict(self.select_in(head, profile, ks))
+        )
 
     def _record(self, row: Sequence[Any]) -> MemoryRecord:
         key, id_, content, event_time, recorded_at, source, confidence, metadata, tags = row[:9]
@@ -279,12 +319,8 @@ class Relational(ABC):
         moved = self.change(None, work)
         if moved:  # this process's own commit: what it keeps is read again
             self.cache.clear()
-            self._indexes_changed()
+            self._commits += 1
         return moved
-
-    @abstractmethod
-    def _indexes_changed(self) -> None:
-        """This process committed a change: its indexes look for it in the feed."""
 
     def health(self) -> dict[str, Any]:
         """Where the store is and whether it answers, with what its database reports
@@ -330,15 +366,12 @@ class Relational(ABC):
         return int(self.select(sql.count_sql(where), params)[0][0])
 
     def index_counts(self, profile: str) -> dict[str, int]:
-        counts = {}
-        for name, table in (
-            ("memories", "memories"),
-            ("embeddings", "embeddings"),
-            ("lexical", "lex_docs"),
-        ):
-            query = f"SELECT count(*) FROM {table} WHERE profile = {self.mark}"
-            counts[name] = int(self.select(query, (profile,))[0][0])
-        return counts
+        tables = {"memories": "memories", "embeddings": "embeddings", "lexical": "lex_docs"}
+        count = f"SELECT count(*) FROM {{}} WHERE profile = {self.mark}"
+        return {
+            name: int(self.select(count.format(table), (profile,))[0][0])
+            for name, table in tables.items()
+        }
 
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]:
         where = self.dialect.where(profile, filters)
@@ -478,9 +511,7 @@ class Relational(ABC):
         rows = self.cache.value("lex_stats", profile, lambda: self.select(statement, (profile,)))
         n_docs, total = rows[0] if rows else (0, 0)
         head = f"SELECT term, df FROM lex_terms WHERE profile = {m} AND term"
-        df = self.cache.keyed(
-            "df", profile, terms, lambda missing: dict(self.select_in(head, profile, missing))
-        )
+        df = self._pairs("df", head, profile, terms)
         return LexicalStats(n_docs, total / n_docs if n_docs else 0.0, df)
 
     # -- the graph and time ---------------------------------------------------------------
@@ -550,32 +581,14 @@ class Relational(ABC):
 
     def _entity_counts(self, profile: str, entities: Iterable[int]) -> dict[int, int]:
         """How many memories mention each of ``entities``."""
-        head = (
-            f"SELECT id, mentions FROM entities WHERE {self.dialect.by_key}profile = {self.mark} "
-            "AND id"
-        )
-        return self.cache.keyed(
-            "entity counts",
-            profile,
-            entities,
-            lambda missing: dict(self.select_in(head, profile, missing)),
-        )
-
-    def edges_from(self, profile: str, keys: Sequence[int]) -> dict[int, Edges]:
-        """From the profile's edge arrays (:mod:`slm.index.edges`)."""
-        return self.edges.edges(profile, keys)
+        head = f"SELECT id, mentions FROM entities WHERE {self.dialect.by_key}profile = {self.mark}"
+        return self._pairs("entity counts", f"{head} AND id", profile, entities)
 
     def event_times(self, profile: str, keys: Sequence[int]) -> dict[int, int]:
         head = (
-            "SELECT key, event_time FROM memories "
-            f"WHERE {self.dialect.by_key}profile = {self.mark} AND key"
+            f"SELECT key, event_time FROM memories WHERE {self.dialect.by_key}profile = {self.mark}"
         )
-        return self.cache.keyed(
-            "event_times",
-            profile,
-            keys,
-            lambda missing: dict(self.select_in(head, profile, missing)),
-        )
+        return self._pairs("event_times", f"{head} AND key", profile, keys)
 
     def referenced_times(
         self, profile: str, keys: Sequence[int]

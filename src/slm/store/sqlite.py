@@ -1,11 +1,9 @@
 """The embedded default store: one SQLite file in WAL mode.
 
 Memories and every derived table live in the same file and change in the same
-transaction, so a crash leaves either the whole memory or none of it. Vectors are also
-held in an in-process index per profile (exact, or an HNSW graph for large profiles), and
-edges as arrays per profile, each following the store's change feed and saved, when large,
-beside the file (``<file>.index``) with the feed position it reflects: see
-:mod:`slm.index.vector_cache` and :mod:`slm.index.edges`.
+transaction, so a crash leaves either the whole memory or none of it. What is held in
+process beside it (:mod:`slm.index`: the vector indexes, the edge arrays) is saved, when
+large, in the folder beside the file (``<file>.index``, :attr:`folder`).
 
 Durability: ``journal_mode=WAL`` with ``synchronous=FULL``, so a write is on disk when
 ``remember`` returns, even across a power cut (the recall log alone commits without waiting
@@ -25,14 +23,11 @@ from typing import Any, TypeVar
 import numpy as np
 
 from slm.errors import StoreError
-from slm.index.edges import EdgeCache
-from slm.index.vector_cache import Vectors
-from slm.index.vectors import Matrix
 from slm.models import NewMemory
 from slm.store import fields, schema
-from slm.store.base import Cursor, Postings
+from slm.store.base import Cursor, Postings, Vector
 from slm.store.files import private_directory, private_file
-from slm.store.readcache import Kept, ReadCache
+from slm.store.readcache import ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
 from slm.store.sqlite_conn import Connection
@@ -60,14 +55,12 @@ class SQLiteStore(Relational):
             raise StoreError(f"cannot open SQLite store at {self.path}: {exc}") from exc
         try:
             self._migrate()
-            store_id = self.meta("store_id") or self._conn.write(new_store_id)
+            self.store_id = self.meta("store_id") or self._conn.write(new_store_id)
         except BaseException:
             self._conn.close()
             raise
         self.cache = ReadCache(lambda _: self._conn.data_version())
-        folder = Path(f"{self.path}.index")
-        self.vectors = Vectors(self, folder, dim, store_id, self.cache.version, self._conn.lock)
-        self.edges = EdgeCache(self, folder, store_id, self.cache.version)
+        self.folder = Path(f"{self.path}.index")
         self._allowed = fields.AllowedKeys()
 
     @property
@@ -90,16 +83,6 @@ class SQLiteStore(Relational):
 
         self._conn.write(apply)
 
-    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` in one write transaction (retried whole while the file is busy)."""
-        result = self._conn.write(work)
-        self._indexes_changed()
-        return result
-
-    def _indexes_changed(self) -> None:
-        self.vectors.written()
-        self.edges.written()
-
     def select(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         return self._conn.rows(sql, params)
 
@@ -109,30 +92,14 @@ class SQLiteStore(Relational):
     def snapshot(self, work: Callable[[Cursor], T]) -> T:
         return self._conn.snapshot(work)
 
-    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Matrix]:
+    def read_vectors(self, sql: str, params: Sequence[Any]) -> tuple[list[int], Vector]:
         rows = self._conn.rows(sql, params)
         matrix = np.frombuffer(b"".join(r[1] for r in rows), dtype="<f4")
         return [r[0] for r in rows], matrix.reshape(len(rows), self.dim)
 
-    def change(
-        self,
-        profile: str | None,
-        work: Callable[[Cursor], T],
-        *,
-        lasting: bool = True,
-        kept: Kept | None = None,
-    ) -> T:
-        # a write for a profile changes memories or what derives from them; the others
-        # (feedback, the recall log, settings) change nothing the read cache keeps
-        if profile is None:  # nor anything a vector index holds
-            return self._conn.write(work, lasting=lasting)
-        committed = False
-        try:
-            result = self._write(self.recorder.wrap(profile, work))
-            committed = True
-            return result
-        finally:
-            self.cache.clear(kept if committed else None)
+    def _commit(self, profile: str | None, work: Callable[[Cursor], T], lasting: bool) -> T:
+        """Retried whole while the file is busy (one writer at a time: the profile's lock)."""
+        return self._conn.write(work, lasting=lasting)
 
     # -- writes -----------------------------------------------------------------------
 
@@ -213,8 +180,6 @@ class SQLiteStore(Relational):
             "journal_mode": self.select("PRAGMA journal_mode")[0][0],
             "synchronous": "full",
             "busy_retries": self.busy_retries,
-            "vector_indexes": self.vectors.info(),
-            "edge_arrays": self.edges.info(),
         }
 
     def backup(self, target: Path) -> int:
@@ -226,12 +191,11 @@ class SQLiteStore(Relational):
             raise StoreError(f"cannot back up {self.path} to {target}: {exc}") from exc
 
     def close(self) -> None:
-        self.vectors.save_all()
         self._conn.close()
 
 
 def new_store_id(db: sqlite3.Connection) -> str:
-    """This database's identity (created once), which saved indexes must match."""
+    """This database's identity (created once), which what is saved beside it must match."""
     row = db.execute("SELECT value FROM meta WHERE key = 'store_id'").fetchone()
     if row:
         return str(row[0])

@@ -17,7 +17,7 @@ from typing import Any
 from slm.models import NewMemory, to_micros
 from slm.store import sql
 from slm.store.base import Cursor, Filters, Postings
-from slm.store.dialect import SESSION_GAP_US, Dialect
+from slm.store.dialect import SESSION_GAP_US, Dialect, Rows, mentioned
 from slm.store.sqlite_conn import CHUNK
 
 
@@ -36,12 +36,7 @@ class SQLiteDialect(Dialect):
     chunk = CHUNK
 
     def many(
-        self,
-        cur: Cursor,
-        head: str,
-        rows: Sequence[tuple[Any, ...]],
-        types: Sequence[str],
-        tail: str = "",
+        self, cur: Cursor, head: str, rows: Rows, types: Sequence[str], tail: str = ""
     ) -> None:
         if rows:
             cur.executemany(f"{head} VALUES ({','.join('?' * len(types))}) {tail}", rows)
@@ -60,12 +55,7 @@ class SQLiteDialect(Dialect):
     def insert_mentions(
         self, cur: Cursor, profile: str, fresh: Sequence[tuple[int, NewMemory]]
     ) -> None:
-        kinds: dict[str, str] = {}
-        mentions: dict[tuple[str, int], bool] = {}
-        for key, memory in fresh:
-            for name, kind, speaker in memory.entities:
-                kinds.setdefault(name, kind)
-                mentions.setdefault((name, key), speaker)
+        kinds, mentions = mentioned(fresh)
         if not mentions:
             return
         cur.executemany(
@@ -75,7 +65,7 @@ class SQLiteDialect(Dialect):
         )
         head = "SELECT name, id FROM entities WHERE profile = ? AND name"
         ids: dict[str, int] = dict(self.rows_in(cur, head, [profile], kinds))
-        rows = [(ids[name], key, int(speaker)) for (name, key), speaker in mentions.items()]
+        rows = [(ids[name], key, speaker) for (name, key), speaker in mentions.items()]
         (before,) = cur.execute("SELECT total_changes()").fetchone()
         cur.executemany(
             "INSERT OR IGNORE INTO mentions (entity, key, speaker) VALUES (?,?,?)", rows
