@@ -181,7 +181,7 @@ def readable(file: Path) -> Iterator[Path]:
 
 def filter_options(func: F) -> F:
     """The filters of the commands that recall or list: source, tags and metadata."""
-    return _stacked(
+    return stacked(
         func,
         click.option("--source", help="Only memories from this source."),
         click.option(
@@ -219,7 +219,7 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
 def recall_options(func: F) -> F:
     """The options of the commands that recall: how many results, which channels run, and
     the moment relative times in the question are read against."""
-    return _stacked(
+    return stacked(
         func,
         click.option(
             "-k", "--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000."
@@ -229,7 +229,7 @@ def recall_options(func: F) -> F:
     )
 
 
-def _stacked(func: F, *options: Callable[[F], F]) -> F:
+def stacked(func: F, *options: Callable[[F], F]) -> F:
     """``func`` with ``options``, listed in its help in the order given."""
     for option in reversed(options):
         func = option(func)
