@@ -99,22 +99,21 @@ def remember(
     once, and the command says so."""
     if text == "-":
         text = sys.stdin.read()
-    item = {
-        "content": text,
-        "event_time": event_time,
-        "source": source,
-        "confidence": confidence,
-        "metadata": meta,
-        "tags": tags,
-        "supersedes": supersedes,
-        "valid_from": valid_from,
-    }
     with obj.memory() as memory:
         size = len(text.encode("utf-8", "replace"))
         if size > LONG_TEXT_BYTES and sys.stderr.isatty():
             click.echo(f"storing a text of {size // 1024} KiB: reading every passage of it "
                        "takes a while (about a second per 30 KiB here)...", err=True)  # fmt: skip
-        (done,) = memory.store_many([item])
+        done = memory.remember(
+            text,
+            event_time=event_time,
+            source=source,
+            confidence=confidence,
+            metadata=meta,
+            tags=tags,
+            supersedes=supersedes,
+            valid_from=valid_from,
+        )
     _report(done, as_json)
 
 
