@@ -224,9 +224,18 @@ def recall_options(func: F) -> F:
         click.option(
             "-k", "--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000."
         ),
-        click.option("--channels", help="Comma-separated channels to run (default: all healthy)."),
+        click.option(
+            "--channels",
+            callback=_channel_list,
+            help="Comma-separated channels to run (default: all healthy).",
+        ),
         click.option("--now", help="Anchor for relative time in the query, ISO 8601."),
     )
+
+
+def _channel_list(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--channels`` as the list of names it gives (None: not given)."""
+    return value.split(",") if value is not None else None
 
 
 def stacked(func: F, *options: Callable[[F], F]) -> F:
