@@ -24,6 +24,7 @@ from slm.cli.base import (
 from slm.cli.calibrate import calibrate_command
 from slm.cli.demo import demo
 from slm.cli.output import (
+    answer,
     emit,
     memories,
     remembered,
@@ -37,7 +38,7 @@ from slm.cli.servers import mcp, serve, ui
 from slm.cli.transfer import export, import_
 from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
-from slm.engine import Memory, Remembered
+from slm.engine import Memory
 from slm.errors import DISTRIBUTION, NotFound
 from slm.models import RecallRequest
 
@@ -95,14 +96,7 @@ def remember(obj: Context, /, text: str, as_json: bool, **fields: Any) -> None:
             click.echo(f"storing a text of {size // 1024} KiB: reading every passage of it "
                        "takes a while (about a second per 30 KiB here)...", err=True)  # fmt: skip
         done = memory.remember(text, **fields)
-    _report(done, as_json)
-
-
-def _report(done: Remembered, as_json: bool) -> None:
-    if as_json:
-        emit(done.to_dict())
-    else:
-        click.echo(remembered(done))
+    answer(done.to_dict(), remembered(done), as_json)
 
 
 @cli.command()
@@ -125,7 +119,7 @@ def update(
         text = sys.stdin.read()
     with obj.memory(create=False) as memory:
         done = memory.update(memory_id, text, tags=tags or None, **fields)
-    _report(done, as_json)
+    answer(done.to_dict(), remembered(done), as_json)
 
 
 @cli.command()
@@ -231,10 +225,8 @@ def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
     """Undo a link: NEWER_ID does not replace OLDER_ID (the older one holds again)."""
     with obj.memory(create=False) as memory:
         memory.unlink(older_id, newer_id)
-    if as_json:
-        emit({"unlinked": {"older": older_id, "newer": newer_id}})
-    else:
-        click.echo(f"{newer_id} no longer replaces {older_id}")
+    done = {"unlinked": {"older": older_id, "newer": newer_id}}
+    answer(done, f"{newer_id} no longer replaces {older_id}", as_json)
 
 
 #: A text this long takes seconds to store (each of its passages is embedded): on a
@@ -269,10 +261,8 @@ def feedback(
     with obj.memory(create=False) as memory:
         if reset:
             count = memory.reset_feedback()
-            if as_json:
-                emit({"forgotten": count})
-            else:
-                click.echo(f"forgot {count} feedback events and the learned ranker")
+            line = f"forgot {count} feedback events and the learned ranker"
+            answer({"forgotten": count}, line, as_json)
             return
         if listing:
             events = [e.to_dict() for e in memory.feedback_events(limit)]
