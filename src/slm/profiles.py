@@ -17,7 +17,7 @@ from typing import Any
 
 from slm.engine import Memory
 from slm.errors import NotFound
-from slm.models import from_micros
+from slm.models import from_micros, iso
 
 #: How many memories one step of :func:`delete` forgets.
 DELETE_BATCH = 1000
@@ -30,7 +30,7 @@ class Profile:
     last_write: datetime | None
 
     def to_dict(self) -> dict[str, Any]:
-        written = self.last_write.isoformat().replace("+00:00", "Z") if self.last_write else None
+        written = iso(self.last_write) if self.last_write else None
         return {"name": self.name, "memories": self.memories, "last_write": written}
 
 

@@ -11,7 +11,7 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
@@ -126,13 +126,19 @@ def flag(value: object, field: str) -> bool:
     return value
 
 
-def memory_ids(values: object) -> list[str]:
-    """One id or an iterable of ids, deduplicated in order; at most ``MAX_IDS_PER_CALL``."""
+def _id_or_ids(values: object, field: str, most: int) -> Iterator[object]:
+    """The ids ``values`` gives, one id or an iterable of them, read up to one more than
+    ``most`` (so that the caller can refuse a longer list)."""
     if isinstance(values, str):
         values = [values]
     if not isinstance(values, Iterable) or isinstance(values, bytes | Mapping):
-        raise InvalidInput("ids must be a memory id or a list of them", field="ids")
-    ids = [memory_id(v, "ids") for v in islice(values, MAX_IDS_PER_CALL + 1)]
+        raise InvalidInput(f"{field} must be a memory id or a list of them", field=field)
+    return islice(values, most + 1)
+
+
+def memory_ids(values: object) -> list[str]:
+    """One id or an iterable of ids, deduplicated in order; at most ``MAX_IDS_PER_CALL``."""
+    ids = [memory_id(v, "ids") for v in _id_or_ids(values, "ids", MAX_IDS_PER_CALL)]
     if len(ids) > MAX_IDS_PER_CALL:
         raise InvalidInput(
             f"more than {MAX_IDS_PER_CALL} ids in one call; the limit is {MAX_IDS_PER_CALL}",
@@ -149,12 +155,9 @@ def supersedes(values: object) -> tuple[str, ...]:
     """The ids a new memory supersedes: one id or a list, deduplicated in order."""
     if values is None:
         return ()
-    if isinstance(values, str):
-        values = [values]
-    if not isinstance(values, Iterable) or isinstance(values, bytes | Mapping):
-        raise InvalidInput("supersedes must be a memory id or a list of them", field="supersedes")
+    given = _id_or_ids(values, "supersedes", MAX_SUPERSEDES)
     try:
-        ids = [memory_id(v, "supersedes") for v in islice(values, MAX_SUPERSEDES + 1)]
+        ids = [memory_id(v, "supersedes") for v in given]
     except InvalidInput as exc:
         raise InvalidInput(f"supersedes: {exc}", field="supersedes") from None
     if len(ids) > MAX_SUPERSEDES:

@@ -214,6 +214,17 @@ class Channel(Protocol):
         ...
 
 
+class ChannelDefaults:
+    """What a channel inherits unless it says otherwise: it reads nothing from the settings
+    and is always healthy."""
+
+    def __init__(self, settings: Settings) -> None:
+        pass
+
+    def health(self) -> Health:
+        return Health(True)
+
+
 def standalone(channel: Channel) -> bool:
     """Whether ``channel`` needs neither the query vector nor other channels' hits."""
     return not channel.needs

@@ -28,7 +28,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Context, Health, Hit, Need, Role, ranked, ranked_arrays
+from slm.channels.base import ChannelDefaults, Context, Hit, Need, Role, ranked, ranked_arrays
 from slm.channels.postings import idf
 from slm.settings import Settings
 from slm.store import Postings
@@ -95,7 +95,7 @@ def exact_scores(
     return dict(zip(keys.tolist(), scores.tolist(), strict=True))
 
 
-class BM25Channel:
+class BM25Channel(ChannelDefaults):
     name: ClassVar[str] = "bm25"
     weight: ClassVar[float] = 0.75
     needs: ClassVar[frozenset[Need]] = frozenset()
@@ -105,9 +105,6 @@ class BM25Channel:
     def __init__(self, settings: Settings) -> None:
         self._k1 = settings.bm25_k1
         self._b = settings.bm25_b
-
-    def health(self) -> Health:
-        return Health(True)
 
     def candidates(self, context: Context, k: int) -> list[Hit]:
         query, lexicon = context.query, context.lexicon

@@ -27,8 +27,7 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Context, Health, Hit, Need, Role, ranked_arrays
-from slm.settings import Settings
+from slm.channels.base import ChannelDefaults, Context, Health, Hit, Need, Role, ranked_arrays
 
 BETA = 20.0
 STEPS = 3
@@ -86,15 +85,12 @@ def _self_check() -> Health:
     return Health(True)
 
 
-class HopfieldChannel:
+class HopfieldChannel(ChannelDefaults):
     name: ClassVar[str] = "hopfield"
     weight: ClassVar[float] = 0.2
     needs: ClassVar[frozenset[Need]] = frozenset({"vector", "prior"})
     role: ClassVar[Role] = "plain"
     index: ClassVar[str | None] = "embeddings"
-
-    def __init__(self, settings: Settings) -> None:
-        pass
 
     def health(self) -> Health:
         return _self_check()

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from slm.channels.base import SHARED_NEAREST, Context, Health, Hit, Need, Role, ranked
-from slm.settings import Settings
+from slm.channels.base import SHARED_NEAREST, ChannelDefaults, Context, Hit, Need, Role, ranked
 
 
-class SemanticChannel:
+class SemanticChannel(ChannelDefaults):
     name: ClassVar[str] = "semantic"
     weight: ClassVar[float] = 1.0
     needs: ClassVar[frozenset[Need]] = frozenset({"vector"})
     role: ClassVar[Role] = "plain"
     index: ClassVar[str | None] = "embeddings"
-
-    def __init__(self, settings: Settings) -> None:
-        pass
-
-    def health(self) -> Health:
-        return Health(True)
 
     def candidates(self, context: Context, k: int) -> list[Hit]:
         return ranked(context.nearest(max(k, SHARED_NEAREST))[:k], k)

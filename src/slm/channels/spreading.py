@@ -24,9 +24,8 @@ from typing import ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from slm.channels.base import Context, Health, Hit, Need, Role, best_pairs, ranked_arrays
+from slm.channels.base import ChannelDefaults, Context, Hit, Need, Role, best_pairs, ranked_arrays
 from slm.channels.graphview import GraphView
-from slm.settings import Settings
 from slm.store import Store
 
 DECAY = 0.5
@@ -46,18 +45,12 @@ def _top(activation: dict[int, float], n: int) -> dict[int, float]:
     return activation if len(activation) <= n else dict(best_pairs(activation, n))
 
 
-class SpreadingChannel:
+class SpreadingChannel(ChannelDefaults):
     name: ClassVar[str] = "spreading"
     weight: ClassVar[float] = 0.5
     needs: ClassVar[frozenset[Need]] = frozenset({"prior"})
     role: ClassVar[Role] = "supports"
     index: ClassVar[str | None] = None
-
-    def __init__(self, settings: Settings) -> None:
-        pass
-
-    def health(self) -> Health:
-        return Health(True)
 
     def seeds(
         self, context: Context, degree: dict[int, int]

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from slm.channels.base import Context, Health, Hit, Need, Role, ranked
-from slm.settings import Settings
+from slm.channels.base import ChannelDefaults, Context, Hit, Need, Role, ranked
 
 #: How many statements a request is matched with.
 STANDING_HITS = 2
@@ -27,18 +26,12 @@ STANDING_HITS = 2
 SCOPE_FLOOR = 0.2
 
 
-class StandingChannel:
+class StandingChannel(ChannelDefaults):
     name: ClassVar[str] = "standing"
     weight: ClassVar[float] = 1.0
     needs: ClassVar[frozenset[Need]] = frozenset({"vector"})
     role: ClassVar[Role] = "applies"
     index: ClassVar[str | None] = None
-
-    def __init__(self, settings: Settings) -> None:
-        pass
-
-    def health(self) -> Health:
-        return Health(True)
 
     def candidates(self, context: Context, k: int) -> list[Hit]:
         query = context.query

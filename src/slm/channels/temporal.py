@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from slm.channels.base import (
     SHARED_NEAREST,
+    ChannelDefaults,
     Context,
     Health,
     Hit,
@@ -37,7 +38,6 @@ from slm.channels.base import (
 )
 from slm.ingest.timeexpr import query_window
 from slm.models import to_micros
-from slm.settings import Settings
 from slm.store import times_in
 
 DAY_US = 86_400 * 1_000_000
@@ -71,15 +71,12 @@ def _self_check() -> Health:
     return Health(True)
 
 
-class TemporalChannel:
+class TemporalChannel(ChannelDefaults):
     name: ClassVar[str] = "temporal"
     weight: ClassVar[float] = 0.7
     needs: ClassVar[frozenset[Need]] = frozenset({"vector", "prior"})
     role: ClassVar[Role] = "plain"
     index: ClassVar[str | None] = None
-
-    def __init__(self, settings: Settings) -> None:
-        pass
 
     def health(self) -> Health:
         return _self_check()

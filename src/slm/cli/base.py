@@ -181,7 +181,7 @@ def readable(file: Path) -> Iterator[Path]:
 
 def filter_options(func: F) -> F:
     """The filters of the commands that recall or list: source, tags and metadata."""
-    return _stacked(
+    return stacked(
         func,
         click.option("--source", help="Only memories from this source."),
         click.option(
@@ -219,17 +219,26 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
 def recall_options(func: F) -> F:
     """The options of the commands that recall: how many results, which channels run, and
     the moment relative times in the question are read against."""
-    return _stacked(
+    return stacked(
         func,
         click.option(
             "-k", "--k", "k", type=int, default=10, show_default=True, help="Results, 1..1000."
         ),
-        click.option("--channels", help="Comma-separated channels to run (default: all healthy)."),
+        click.option(
+            "--channels",
+            callback=_channel_list,
+            help="Comma-separated channels to run (default: all healthy).",
+        ),
         click.option("--now", help="Anchor for relative time in the query, ISO 8601."),
     )
 
 
-def _stacked(func: F, *options: Callable[[F], F]) -> F:
+def _channel_list(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """``--channels`` as the list of names it gives (None: not given)."""
+    return value.split(",") if value is not None else None
+
+
+def stacked(func: F, *options: Callable[[F], F]) -> F:
     """``func`` with ``options``, listed in its help in the order given."""
     for option in reversed(options):
         func = option(func)

@@ -21,7 +21,7 @@ import click
 
 from slm import validate
 from slm.calibrate.artefact import Calibration
-from slm.cli.base import Context, json_option, quiet_option
+from slm.cli.base import Context, json_option, quiet_option, stacked
 from slm.embed import Embedder, make_embedder
 from slm.engine import Memory
 from slm.errors import CalibrationError, InvalidInput, NotFound
@@ -35,9 +35,15 @@ if TYPE_CHECKING:  # the fitting package is imported only when a fitting command
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: Where a command that measures writes its figures, besides the screen.
+_PLOTS = click.option("--plots", type=click.Path(file_okay=False), help="Directory for PNGs.")
+_REPORT = click.option("--report", type=click.Path(dir_okay=False), help="JSON report to write.")
+
+
 def fit_options(func: F) -> F:
     """The options of every command that fits a calibration."""
-    options = [
+    return stacked(
+        func,
         click.option("--out", type=click.Path(dir_okay=False), help="Artefact to write."),
         click.option("-k", "--k", type=int, default=10, show_default=True, help="Calibrated k."),
         click.option("--seed", type=int, default=0, show_default=True, help="Split seed."),
@@ -54,19 +60,17 @@ def fit_options(func: F) -> F:
         click.option("--max-risk", type=float, help="Selective-risk target for abstention."),
         click.option("--corpus", help="The corpus the labels come from, in words."),
         click.option("--queries", help="The questions the labels are, in words."),
-        click.option("--plots", type=click.Path(file_okay=False), help="Directory for PNGs."),
-        click.option("--report", type=click.Path(dir_okay=False), help="JSON report to write."),
+        _PLOTS,
+        _REPORT,
         json_option,
         quiet_option,
-    ]
-    for option in reversed(options):
-        func = option(func)
-    return func
+    )
 
 
 def build_options(func: F) -> F:
     """The options of the commands that build labels from a benchmark file, then fit."""
-    options = [
+    return stacked(
+        fit_options(func),
         click.option("--data", required=True, type=click.Path(dir_okay=False, exists=True)),
         click.option(
             "--db",
@@ -76,11 +80,7 @@ def build_options(func: F) -> F:
         click.option(
             "--labels-out", type=click.Path(dir_okay=False), help="Write the labels here."
         ),
-    ]
-    func = fit_options(func)
-    for option in reversed(options):
-        func = option(func)
-    return func
+    )
 
 
 @click.group("calibrate", invoke_without_command=True)
@@ -148,8 +148,8 @@ def retrieval_command(data: str, db: str | None, labels_out: str | None, **fit: 
 @calibrate_command.command("evaluate")
 @click.option("--calibration", "artefact", required=True, type=click.Path(dir_okay=False))
 @click.option("--labels", "label_files", required=True, multiple=True, type=click.Path())
-@click.option("--plots", type=click.Path(file_okay=False), help="Directory for PNGs.")
-@click.option("--report", type=click.Path(dir_okay=False), help="JSON report to write.")
+@_PLOTS
+@_REPORT
 @json_option
 @quiet_option
 @click.pass_obj

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import Any
 
 import click
 
@@ -23,6 +24,7 @@ from slm.cli.base import (
 from slm.cli.calibrate import calibrate_command
 from slm.cli.demo import demo
 from slm.cli.output import (
+    answer,
     emit,
     memories,
     remembered,
@@ -36,7 +38,7 @@ from slm.cli.servers import mcp, serve, ui
 from slm.cli.transfer import export, import_
 from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
-from slm.engine import Memory, Remembered
+from slm.engine import Memory
 from slm.errors import DISTRIBUTION, NotFound
 from slm.models import RecallRequest
 
@@ -75,7 +77,7 @@ def cli(
 @click.option("--event-time", help="When it happened, ISO 8601 (default: now).")
 @click.option("--source", help="Who or what said it (agent or user id).")
 @click.option("--confidence", type=float, default=1.0, show_default=True, help="0..1.")
-@click.option("--meta", help="Metadata as a JSON object.")
+@click.option("--meta", "metadata", help="Metadata as a JSON object.")
 @click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
 @click.option(
     "--supersedes", multiple=True, metavar="ID", help="A memory this one replaces (repeatable)."
@@ -83,46 +85,18 @@ def cli(
 @click.option("--valid-from", help="When it starts to hold, ISO 8601 (default: event time).")
 @json_option
 @click.pass_obj
-def remember(
-    obj: Context,
-    text: str,
-    event_time: str | None,
-    source: str | None,
-    confidence: float,
-    meta: str | None,
-    tags: tuple[str, ...],
-    supersedes: tuple[str, ...],
-    valid_from: str | None,
-    as_json: bool,
-) -> None:
+def remember(obj: Context, /, text: str, as_json: bool, **fields: Any) -> None:
     """Store TEXT as a memory ('-' reads it from standard input); identical text is stored
     once, and the command says so."""
     if text == "-":
         text = sys.stdin.read()
-    item = {
-        "content": text,
-        "event_time": event_time,
-        "source": source,
-        "confidence": confidence,
-        "metadata": meta,
-        "tags": tags,
-        "supersedes": supersedes,
-        "valid_from": valid_from,
-    }
     with obj.memory() as memory:
         size = len(text.encode("utf-8", "replace"))
         if size > LONG_TEXT_BYTES and sys.stderr.isatty():
             click.echo(f"storing a text of {size // 1024} KiB: reading every passage of it "
                        "takes a while (about a second per 30 KiB here)...", err=True)  # fmt: skip
-        (done,) = memory.store_many([item])
-    _report(done, as_json)
-
-
-def _report(done: Remembered, as_json: bool) -> None:
-    if as_json:
-        emit(done.to_dict())
-    else:
-        click.echo(remembered(done))
+        done = memory.remember(text, **fields)
+    answer(done.to_dict(), remembered(done), as_json)
 
 
 @cli.command()
@@ -131,39 +105,21 @@ def _report(done: Remembered, as_json: bool) -> None:
 @click.option("--event-time", help="When the change happened, ISO 8601 (default: now).")
 @click.option("--source", help="Who or what said it (default: the old memory's).")
 @click.option("--confidence", type=float, help="0..1 (default: the old memory's).")
-@click.option("--meta", help="Metadata as a JSON object (default: the old memory's).")
+@click.option("--meta", "metadata", help="Metadata as a JSON object (default: the old memory's).")
 @click.option("--tag", "tags", multiple=True, help="A tag, repeatable (default: the old ones).")
 @click.option("--valid-from", help="When it starts to hold, ISO 8601 (default: event time).")
 @json_option
 @click.pass_obj
 def update(
-    obj: Context,
-    memory_id: str,
-    text: str,
-    event_time: str | None,
-    source: str | None,
-    confidence: float | None,
-    meta: str | None,
-    tags: tuple[str, ...],
-    valid_from: str | None,
-    as_json: bool,
+    obj: Context, /, memory_id: str, text: str, tags: tuple[str, ...], as_json: bool, **fields: Any
 ) -> None:
     """Replace memory MEMORY_ID with TEXT ('-' reads standard input): TEXT is stored as a new
     memory that supersedes the old one, which stays readable but leaves recall."""
     if text == "-":
         text = sys.stdin.read()
     with obj.memory(create=False) as memory:
-        done = memory.update(
-            memory_id,
-            text,
-            event_time=event_time,
-            source=source,
-            confidence=confidence,
-            metadata=meta,
-            tags=tags or None,
-            valid_from=valid_from,
-        )
-    _report(done, as_json)
+        done = memory.update(memory_id, text, tags=tags or None, **fields)
+    answer(done.to_dict(), remembered(done), as_json)
 
 
 @cli.command()
@@ -179,48 +135,20 @@ def update(
 @json_option
 @click.pass_obj
 def recall(
-    obj: Context,
-    query: str,
-    k: int,
-    trace: bool,
-    channels: str | None,
-    source: str | None,
-    tags: tuple[str, ...],
-    after: str | None,
-    before: str | None,
-    now: str | None,
-    include_superseded: bool,
-    as_of: str | None,
-    where: tuple[str, ...],
-    min_relevance: float | None,
-    as_json: bool,
+    obj: Context, /, query: str, where: tuple[str, ...], as_json: bool, **options: Any
 ) -> None:
     """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
     --include-superseded)."""
     with obj.memory(create=False, calibrated=True) as memory:
-        request = RecallRequest(
-            query,
-            k=k,
-            trace=trace,
-            source=source,
-            tags=tags,
-            after=after,
-            before=before,
-            now=now,
-            include_superseded=include_superseded,
-            as_of=as_of,
-            channels=channels.split(",") if channels is not None else None,
-            metadata=where_filter(where),
-            min_relevance=min_relevance,
-        )
+        request = RecallRequest(query, metadata=where_filter(where), **options)
         response = memory.recall_request(request)
-        contents = _trace_contents(memory, response) if trace and not as_json else {}
+        contents = _trace_contents(memory, response) if request.trace and not as_json else {}
     if as_json:
         emit(response.to_dict())
-    elif trace:
+    elif request.trace:
         show_trace(response, contents)
     else:
-        show_response(response, min_relevance)
+        show_response(response, request.min_relevance)
 
 
 @cli.command()
@@ -297,10 +225,8 @@ def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
     """Undo a link: NEWER_ID does not replace OLDER_ID (the older one holds again)."""
     with obj.memory(create=False) as memory:
         memory.unlink(older_id, newer_id)
-    if as_json:
-        emit({"unlinked": {"older": older_id, "newer": newer_id}})
-    else:
-        click.echo(f"{newer_id} no longer replaces {older_id}")
+    done = {"unlinked": {"older": older_id, "newer": newer_id}}
+    answer(done, f"{newer_id} no longer replaces {older_id}", as_json)
 
 
 #: A text this long takes seconds to store (each of its passages is embedded): on a
@@ -335,10 +261,8 @@ def feedback(
     with obj.memory(create=False) as memory:
         if reset:
             count = memory.reset_feedback()
-            if as_json:
-                emit({"forgotten": count})
-            else:
-                click.echo(f"forgot {count} feedback events and the learned ranker")
+            line = f"forgot {count} feedback events and the learned ranker"
+            answer({"forgotten": count}, line, as_json)
             return
         if listing:
             events = [e.to_dict() for e in memory.feedback_events(limit)]
@@ -400,18 +324,10 @@ def health(obj: Context, as_json: bool) -> None:
 @recall_options
 @json_option
 @click.pass_obj
-def trace(
-    obj: Context, query: str, k: int, channels: str | None, now: str | None, as_json: bool
-) -> None:
+def trace(obj: Context, /, query: str, as_json: bool, **options: Any) -> None:
     """Explain a recall: what each channel found, how it was fused, why each result is there."""
     with obj.memory(create=False, calibrated=True) as memory:
-        response = memory.recall(
-            query,
-            k=k,
-            trace=True,
-            now=now,
-            channels=channels.split(",") if channels is not None else None,
-        )
+        response = memory.recall(query, trace=True, **options)
         contents = {} if as_json else _trace_contents(memory, response)
     if as_json:
         emit(response.to_dict())

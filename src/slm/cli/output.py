@@ -50,6 +50,14 @@ def emit(data: Any) -> None:
     click.echo(json.dumps(data, ensure_ascii=False, indent=2))
 
 
+def answer(data: Any, line: str, as_json: bool) -> None:
+    """A command's answer: ``data`` as JSON with ``--json``, else ``line`` for people."""
+    if as_json:
+        emit(data)
+    else:
+        click.echo(line)
+
+
 def one_line(text: str, width: int = SHOWN) -> str:
     """``text`` on one line: its runs of white space as one space, control characters
     escaped, cut to ``width`` characters."""

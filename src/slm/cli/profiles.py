@@ -8,7 +8,7 @@ import sys
 import click
 
 from slm.cli.base import Context, json_option
-from slm.cli.output import emit, memories, printable
+from slm.cli.output import answer, emit, memories, printable
 from slm.errors import InvalidInput
 
 
@@ -65,7 +65,5 @@ def delete(obj: Context, name: str, yes: bool, as_json: bool) -> None:
                 abort=True,
             )
         forgotten = delete_profile(memory)
-    if as_json:
-        emit({"deleted": {"profile": name, "forgotten": forgotten}})
-    else:
-        click.echo(f"deleted profile {name!r}: {memories(forgotten)} forgotten")
+    done = {"deleted": {"profile": name, "forgotten": forgotten}}
+    answer(done, f"deleted profile {name!r}: {memories(forgotten)} forgotten", as_json)

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from slm.cli.base import Context, json_option, quiet_option, readable
-from slm.cli.output import emit, memories, progress
+from slm.cli.output import answer, emit, memories, progress
 from slm.inputs.conversations import SYSTEM_CHOICES
 
 
@@ -72,7 +72,4 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
                 tmp.replace(file)
         except OSError as exc:
             raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
-    if as_json:
-        emit({"exported": count, "file": str(file)})
-    else:
-        click.echo(f"exported {memories(count)} to {file}")
+    answer({"exported": count, "file": str(file)}, f"exported {memories(count)} to {file}", as_json)

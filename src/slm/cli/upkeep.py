@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from slm.cli.base import Context, json_option, quiet_option
-from slm.cli.output import emit, memories, progress
+from slm.cli.output import answer, emit, memories, progress
 
 
 @click.command()
@@ -24,10 +24,7 @@ def reindex(obj: Context, quiet: bool, as_json: bool) -> None:
         progress(memory.count(), "reindexed", quiet) as update,
     ):
         count = memory.reindex(progress=update)
-    if as_json:
-        emit({"reindexed": count})
-    else:
-        click.echo(f"reindexed {memories(count)}")
+    answer({"reindexed": count}, f"reindexed {memories(count)}", as_json)
 
 
 @click.command()
@@ -77,7 +74,5 @@ def backup(obj: Context, path: Path, force: bool, as_json: bool) -> None:
 
     with obj.memory(create=False, whole_store=True) as memory:
         report = copy_store(memory, path, overwrite=force)
-    if as_json:
-        emit({"file": report.path, "memories": report.memories, "bytes": report.bytes})
-    else:
-        click.echo(f"backed up {memories(report.memories)} to {report.path}")
+    done = {"file": report.path, "memories": report.memories, "bytes": report.bytes}
+    answer(done, f"backed up {memories(report.memories)} to {report.path}", as_json)

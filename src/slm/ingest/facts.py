@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from slm.ingest import timewords as words
 from slm.ingest.roles import ASSISTANT, label, role_of
 from slm.ingest.standing import sentences
 
@@ -262,9 +263,8 @@ _NEGATION = re.compile(
 )
 _VALUE_END = re.compile(
     r"\s+(?:and|but|because|since|so|which|where|who|with|at|after|before|when|while|last|"
-    r"this|next|for|from|until|as|on|in (?:19|20)\d\d|in (?:january|february|march|april|may|"
-    r"june|july|august|september|october|november|december)|a few|about|two|three|four|"
-    r"five|six|several|months?|years?|weeks?|ago|now|today|yesterday)\b.*$",
+    rf"this|next|for|from|until|as|on|in (?:19|20)\d\d|in (?:{words.MONTH_FULL})|a few|about|"
+    r"two|three|four|five|six|several|months?|years?|weeks?|ago|now|today|yesterday)\b.*$",
     re.IGNORECASE,
 )
 _AMOUNTS = frozenset({"rent", "income", "budget", "weight", "mortgage"})
@@ -277,8 +277,7 @@ RELATION_SUBJECTS = {"mum": "mother", "mom": "mother", "dad": "father", "grandma
 _PAST = re.compile(
     r"\b(?:did|was|were|had|used to|before|previous(?:ly)?|originally|formerly|former|old|"
     r"earlier|first|back (?:in|then|when)|at the time|ago|(?:in|during|until|by) (?:19|20)\d\d|"
-    r"in (?:january|february|march|april|may|june|july|august|september|october|november|"
-    r"december))\b",
+    rf"in (?:{words.MONTH_FULL}))\b",
     re.IGNORECASE,
 )
 

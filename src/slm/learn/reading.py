@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
+from slm.ingest import timewords as words
 from slm.ingest.text import terms
 
 _WHEN = re.compile(
@@ -41,12 +42,8 @@ _WHERE = re.compile(
 )
 _WHO = re.compile(r"^\W*(?:who|whom|whose)\b|\bwith whom\b", re.IGNORECASE)
 
-_MONTHS = (
-    "january|february|march|april|may|june|july|august|september|october|november|december|"
-    "jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-)
 _DATE = re.compile(
-    rf"\b(?:(?:{_MONTHS})\b|(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b|"
+    rf"\b(?:(?:{words.MONTH_ANY})\b|(?:{words.WEEKDAY_ALT})s?\b|"
     r"(?:19|20)\d\d\b|yesterday|today|tonight|tomorrow|ago\b|last (?:week|month|year|night|"
     r"weekend|summer|winter|spring|fall|autumn|time)|next (?:week|month|year|weekend)|"
     r"this (?:morning|afternoon|evening|week|weekend|month|year)|recently|\d{1,2}[/.-]\d{1,2}"

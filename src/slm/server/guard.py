@@ -70,9 +70,9 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
-        refusal = self._refusal(scope, headers)
         page = is_browser_route(scope["path"])
         limit = max(self.max_body_bytes, MAX_FORM_BYTES) if page else self.max_body_bytes
+        refusal = self._refusal(scope, headers, page, limit)
         body: bytes | None = b""
         if refusal is None:
             body = await _read_body(receive, limit)
@@ -102,9 +102,10 @@ class Guard:
             send = _with_cookie(send, set_cookie_header(scope, session))
         await self.app(scope, _replay(body or b"", receive), send)
 
-    def _refusal(self, scope: Scope, headers: dict[str, bytes]) -> Response | None:
+    def _refusal(
+        self, scope: Scope, headers: dict[str, bytes], page: bool, limit: int
+    ) -> Response | None:
         path = scope["path"]
-        page = is_browser_route(path)
         if self.loopback_only and _host_name(headers.get("host", b"")) not in _LOOPBACK_NAMES:
             return error_response(400, "invalid_host", "this server only answers loopback names")
         foreign = _from_another_site(scope, headers)
@@ -133,7 +134,6 @@ class Guard:
                     **{"WWW-Authenticate": "Bearer"},
                 )
         length = headers.get("content-length", b"0")
-        limit = max(self.max_body_bytes, MAX_FORM_BYTES) if page else self.max_body_bytes
         if length.isdigit() and int(length) > limit:
             return _refused(page, 413, "too_large", f"request body over {limit} bytes")
         return None

@@ -158,23 +158,17 @@ def build_server(memory: Memory) -> MCPServer:
             ),
         ] = None,
     ) -> dict[str, Any]:
-        def run() -> dict[str, Any]:
-            (done,) = memory.store_many(
-                [
-                    {
-                        "content": content,
-                        "event_time": event_time,
-                        "source": source,
-                        "confidence": confidence,
-                        "metadata": metadata,
-                        "tags": tags or (),
-                        "supersedes": supersedes or (),
-                    }
-                ]
-            )
-            return done.to_dict()
-
-        return _call(run)
+        return _call(
+            lambda: memory.remember(
+                content,
+                event_time=event_time,
+                source=source,
+                confidence=confidence,
+                metadata=metadata,
+                tags=tags or (),
+                supersedes=supersedes or (),
+            ).to_dict()
+        )
 
     def remember_conversation(
         messages: Annotated[

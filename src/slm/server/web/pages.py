@@ -339,8 +339,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
     def add(request: Request, page: Page, fields: dict[str, str]) -> Response:
         with page.memory() as memory:
             try:
-                item = {"content": fields.get("content", ""), **_described(fields)}
-                done = memory.store_many([item])[0]
+                done = memory.remember(fields.get("content", ""), **_described(fields))
             except InvalidInput as exc:
                 return page.render(
                     "edit.html", memory, 400, title="Add a memory", record=None, fields=fields,
