@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -177,9 +177,15 @@ class PostgresStore(Relational):
     @contextmanager
     def _write(self, profile: str | None, lasting: bool = True) -> Iterator[PgCursor[Any]]:
         """One transaction; with a profile, holding that profile's write lock; not
-        ``lasting``, committed without waiting for the disk (``synchronous_commit``)."""
+        ``lasting``, committed without waiting for the disk (``synchronous_commit``) and
+        sent as one pipeline (the recall log's writes read nothing back: one round trip)."""
         try:
-            with self._holding() as conn, conn.transaction(), conn.cursor() as cur:
+            with (
+                self._holding() as conn,
+                nullcontext() if lasting else conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
                 if not lasting:
                     cur.execute("SET LOCAL synchronous_commit TO OFF")
                 if profile is not None:

@@ -140,22 +140,23 @@ class PostgresDialect(Dialect):
     def find_entities(
         self, cur: Cursor, profile: str, names: Sequence[str]
     ) -> dict[str, list[tuple[int, str, int]]]:
+        """The exact names, then the one longer name each single word starts (one that
+        starts two finds neither: ``found`` 2), in one statement."""
         wanted = list(dict.fromkeys(names))
-        rows = cur.execute(
-            "SELECT name, id, name, mentions FROM entities WHERE profile = %s AND name = ANY(%s)",
-            (profile, wanted),
-        ).fetchall()
         single = [name for name in wanted if " " not in name]
-        longer = cur.execute(
-            "SELECT n.name, e.id, e.name, e.mentions, count(*) OVER (PARTITION BY n.name) "
+        rows = cur.execute(
+            "SELECT name, id, name, mentions, 1, 0 FROM entities WHERE profile = %s "
+            "AND name = ANY(%s) UNION ALL "
+            "SELECT n.name, e.id, e.name, e.mentions, count(*) OVER (PARTITION BY n.name), 1 "
             "FROM unnest(%s::text[]) AS n(name) CROSS JOIN LATERAL (SELECT id, name, "
             "mentions FROM entities WHERE profile = %s AND name > n.name || ' ' "
             "AND name < n.name || '!' ORDER BY name LIMIT 2) e",
-            (single, profile),
+            (profile, wanted, single, profile),
         ).fetchall()
-        rows += [row[:4] for row in longer if row[4] == 1]
         out: dict[str, list[tuple[int, str, int]]] = {}
-        for asked, entity, name, count in rows:
+        for asked, entity, name, count, found, _ in sorted(rows, key=lambda row: row[5]):
+            if found != 1:
+                continue
             out.setdefault(asked, []).append((int(entity), str(name), int(count)))
         return {name: out[name] for name in wanted if name in out}
 
