@@ -218,13 +218,21 @@ class RelationalVersions:
         self._mark = store.mark
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
-        m = self._mark
-        rows = self._store.select(
-            f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
-            f"AND valid_to <= {m}",
-            (profile, to_micros(moment)),
+        at = to_micros(moment)
+        return {key for key, valid_to in self._ended(profile) if valid_to <= at}
+
+    def _ended(self, profile: str) -> tuple[tuple[int, int], ...]:
+        """Every ended memory of the profile and when it ended, kept while the profile is
+        unchanged (ending one is a change of the feed): recalls ask as of many moments."""
+        statement = (
+            f"SELECT key, valid_to FROM memories WHERE profile = {self._mark} "
+            "AND valid_to IS NOT NULL"
         )
-        return {r[0] for r in rows}
+        return self._store.cache.value(
+            "ended",
+            profile,
+            lambda: tuple((int(k), int(v)) for k, v in self._store.select(statement, (profile,))),
+        )
 
     def replaced(self, profile: str, newer_id: str) -> list[int]:
         # the partial index on ended memories keeps the scan to those
