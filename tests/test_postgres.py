@@ -226,3 +226,30 @@ def test_four_processes_writing_at_once_lose_nothing(postgres_dsn: str) -> None:
         assert memory.store.lexical_stats(memory.profile, []).n_docs == len(records)
         turns = sql(postgres_dsn, "postgres", "SELECT count(*) FROM edges WHERE kind = 'next'")
         assert turns == [(workers * (n - 1),)]
+
+
+def test_a_remember_and_a_recall_each_take_one_connection(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Taking a connection from the pool checks it with a round trip of its own: a write
+    (its reads, then its transaction) holds one for all its statements, as a recall does."""
+    with fake(dsn=postgres_dsn) as memory:
+        for text in CORPUS[:-1]:
+            memory.remember(text, source="chat")
+        memory.recall("Who paints?")  # the learned ranker's row, read once a minute
+        pool = memory.store._pool  # type: ignore[attr-defined]
+        taken: list[str] = []
+        real = pool.getconn
+
+        def getconn(*args: Any, **kwargs: Any) -> Any:
+            taken.append(threading.current_thread().name)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(pool, "getconn", getconn)
+        me = threading.current_thread().name
+        memory.remember(CORPUS[-1], source="chat")
+        assert taken.count(me) == 1
+        memory.remember(CORPUS[-1], source="chat")  # already stored: reads only
+        assert taken.count(me) == 2
+        assert memory.recall("Who paints the lake?", k=3).results
+        assert taken.count(me) == 3

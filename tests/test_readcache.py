@@ -304,3 +304,24 @@ def test_what_storing_new_memories_spares_in_the_cache_equals_sql(
         assert cached["edges"], "memories with edges were read"
         counts = store.select("SELECT kind, count(*) FROM edges GROUP BY kind")
         assert {kind for kind, _ in counts} >= {"next", "prev", "similar"}
+
+
+def test_memories_ended_by_another_connection_are_hidden_at_once(store_at: dict[str, Any]) -> None:
+    """Which memories ended, and when, is kept between recalls (each asks as of its own
+    moment) only while the profile is unchanged: a memory another connection ends, or
+    gives back, is hidden or shown by the next recall."""
+    settings = Settings(embedder="fake")
+    with (
+        Memory(**store_at, settings=settings) as mine,
+        Memory(**store_at, settings=settings) as theirs,
+    ):
+        first = mine.remember("the standup is at nine", event_time="2024-01-01T00:00:00Z")
+        mine.update(first.id, "the standup is at ten", event_time="2024-06-01T00:00:00Z")
+        retro = mine.remember("the retro is on Friday", event_time="2024-01-01T00:00:00Z")
+        now = "2025-01-01T00:00:00Z"
+        assert first.id not in mine.recall("standup nine", now=now).ids
+        assert retro.id in mine.recall("retro Friday", now=now).ids
+        newer = theirs.update(retro.id, "the retro is on Monday", event_time="2024-06-01T00:00:00Z")
+        assert retro.id not in mine.recall("retro Friday", now=now).ids
+        theirs.forget([newer.id])
+        assert retro.id in mine.recall("retro Friday", now=now).ids

@@ -390,6 +390,10 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
         """One recall's reads of ``profile``: other processes' commits checked once for all
         of them (and, on a server, one connection held for them)."""
 
+    def writing(self, profile: str) -> AbstractContextManager[None]:
+        """One write call's statements to ``profile``, its reads and its transaction (on a
+        server, one connection held for them, other servers' commits checked once)."""
+
     @property
     def feedback(self) -> FeedbackLog: ...
 

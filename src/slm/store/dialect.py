@@ -71,6 +71,11 @@ class Dialect(ABC):
         for start in range(0, len(distinct), self.chunk):
             yield distinct[start : start + self.chunk]
 
+    def among(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The condition ``column`` is one of ``values`` (at most :attr:`chunk` of them),
+        and its parameters."""
+        return f"{column} IN ({', '.join([self.mark] * len(values))})", list(values)
+
     def rows_in(
         self, cur: Cursor, head: str, params: Sequence[Any], values: Iterable[Any]
     ) -> list[Any]:

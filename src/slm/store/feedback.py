@@ -77,13 +77,13 @@ class RelationalFeedback:
         if not memory_ids:
             return {}
         m = self._mark
-        marks = ", ".join([m] * len(memory_ids))
+        among, values = self._store.dialect.among("memory_id", memory_ids)
         other = f" AND created_at < {m}" if before is not None else ""
         rows = self._store.select(
             "SELECT memory_id, sum(useful), sum(1 - useful) FROM feedback "
-            f"WHERE profile = {m} AND memory_id IN ({marks}) AND query_id IS NOT NULL{other} "
+            f"WHERE profile = {m} AND {among} AND query_id IS NOT NULL{other} "
             "GROUP BY memory_id",
-            [profile, *memory_ids, *([before] if before is not None else [])],
+            [profile, *values, *([before] if before is not None else [])],
         )
         return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
@@ -91,13 +91,13 @@ class RelationalFeedback:
         if not memory_ids:
             return {}
         m = self._mark
-        marks = ", ".join([m] * len(memory_ids))
+        among, values = self._store.dialect.among("f.memory_id", memory_ids)
         rows = self._store.select(
             "SELECT f.memory_id, f.useful, r.request FROM feedback f JOIN recall_log r "
             "ON r.profile = f.profile AND r.query_id = f.query_id "
-            f"WHERE f.profile = {m} AND f.memory_id IN ({marks}) "
+            f"WHERE f.profile = {m} AND {among} "
             f"ORDER BY f.seq DESC LIMIT {ASKED_LIMIT}",
-            [profile, *memory_ids],
+            [profile, *values],
         )
         out: dict[str, list[tuple[bool, str]]] = {}
         for memory_id, useful, request in rows:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from slm.models import NewMemory, from_micros, to_micros
 from slm.store.base import MEANING, Cursor, Update
@@ -217,13 +218,21 @@ class RelationalVersions:
         self._mark = store.mark
 
     def superseded(self, profile: str, moment: datetime) -> set[int]:
-        m = self._mark
-        rows = self._store.select(
-            f"SELECT key FROM memories WHERE profile = {m} AND valid_to IS NOT NULL "
-            f"AND valid_to <= {m}",
-            (profile, to_micros(moment)),
+        at = to_micros(moment)
+        return {key for key, valid_to in self._ended(profile) if valid_to <= at}
+
+    def _ended(self, profile: str) -> tuple[tuple[int, int], ...]:
+        """Every ended memory of the profile and when it ended, kept while the profile is
+        unchanged (ending one is a change of the feed): recalls ask as of many moments."""
+        statement = (
+            f"SELECT key, valid_to FROM memories WHERE profile = {self._mark} "
+            "AND valid_to IS NOT NULL"
         )
-        return {r[0] for r in rows}
+        return self._store.cache.value(
+            "ended",
+            profile,
+            lambda: tuple((int(k), int(v)) for k, v in self._store.select(statement, (profile,))),
+        )
 
     def replaced(self, profile: str, newer_id: str) -> list[int]:
         # the partial index on ended memories keeps the scan to those
@@ -254,10 +263,7 @@ class RelationalVersions:
         def fetch(missing: list[int]) -> dict[int, list[Update]]:
             found: dict[int, list[Update]] = {key: [] for key in missing}
             for part in dialect.slices(missing):
-                rows = self._store.select(
-                    self._updates_sql(len(part), dialect.by_key),
-                    [*part, profile, *part, profile, *part, profile],
-                )
+                rows = self._store.select(*self._updates_sql(profile, part))
                 for older, newer, o, n, slot, start, side in rows:
                     update = Update(older, newer, o, n, slot, from_micros(start))
                     found[newer if side == "newer" else older].append(update)
@@ -267,18 +273,17 @@ class RelationalVersions:
         found = dict.fromkeys(update for touching in kept.values() for update in touching)
         return sorted(found, key=lambda u: (u.older, u.newer, u.slot))
 
-    def _updates_sql(self, count: int, by_key: str) -> str:
-        """The updates that touch ``count`` keys, each with the side its key is on: probable
-        ones where a key is the older or the newer memory, explicit ones (``superseded_by``,
-        slot ``""``) where it is the older. Parameters: the keys and the profile, three
-        times.
+    def _updates_sql(self, profile: str, keys: Sequence[int]) -> tuple[str, list[Any]]:
+        """The statement reading the updates that touch ``keys``, each with the side its key
+        is on: probable ones where a key is the older or the newer memory, explicit ones
+        (``superseded_by``, slot ``""``) where it is the older; and its parameters.
 
         ``by_key`` prefixes the profile columns: SQLite's ``+`` keeps its planner on the
         keys' indexes instead of a scan of the profile's rows. Explicit updates are read
         from the partial index of ended memories (a memory superseded explicitly has
         ended)."""
-        m = self._mark
-        keys = ", ".join([m] * count)
+        m, dialect = self._mark, self._store.dialect
+        by_key = dialect.by_key
         start = "coalesce(n.valid_from, n.event_time)"
 
         def probable(side: str) -> str:
@@ -286,15 +291,17 @@ class RelationalVersions:
                 f"SELECT u.older, u.newer, o.id, n.id, u.slot, {start}, '{side}' "
                 "FROM fact_updates u JOIN memories o ON o.key = u.older "
                 "JOIN memories n ON n.key = u.newer "
-                f"WHERE u.{side} IN ({keys}) AND {by_key}u.profile = {m}"
+                f"WHERE {dialect.among(f'u.{side}', keys)[0]} AND {by_key}u.profile = {m}"
             )
 
+        among, values = dialect.among("o.key", keys)
         explicit = (
             f"SELECT o.key, n.key, o.id, n.id, '', {start}, 'older' FROM memories o "
             "JOIN memories n ON n.id = o.superseded_by AND n.profile = o.profile "
-            f"WHERE o.key IN ({keys}) AND o.valid_to IS NOT NULL AND {by_key}o.profile = {m}"
+            f"WHERE {among} AND o.valid_to IS NOT NULL AND {by_key}o.profile = {m}"
         )
-        return f"{probable('older')} UNION ALL {probable('newer')} UNION ALL {explicit}"
+        statement = f"{probable('older')} UNION ALL {probable('newer')} UNION ALL {explicit}"
+        return statement, [*values, profile] * 3
 
     def stating(self, profile: str, slots: Sequence[str]) -> set[int]:
         if not slots:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -126,42 +126,61 @@ class PostgresStore(Relational):
 
     @contextmanager
     def _cursor(self) -> Iterator[PgCursor[Any]]:
-        held = getattr(self._held, "conn", None)
         try:
-            if held is not None:
-                with held.cursor() as cur:
-                    yield cur
-                return
-            with self._pool.connection() as conn, conn.cursor() as cur:
+            with self._holding() as conn, conn.cursor() as cur:
                 yield cur
         except psycopg.Error as exc:
             raise StoreError(f"read failed on {self.location}: {exc}") from exc
 
     @contextmanager
-    def reading(self, profile: str) -> Iterator[None]:
-        """One recall's reads, on one connection of the pool held for them (taking one
-        checks it with a round trip of its own), the feed's head read once."""
-        if getattr(self._held, "conn", None) is not None:
-            with self.cache.pinned(profile):
-                yield
+    def _holding(self) -> Iterator[psycopg.Connection[Any]]:
+        """The connection this thread holds, else one taken from the pool for the block,
+        held by the thread meanwhile: taking it checks it with a round trip, so a
+        connection the server dropped (a restart) is replaced before the first statement,
+        once per call instead of once per statement."""
+        held: psycopg.Connection[Any] | None = getattr(self._held, "conn", None)
+        if held is not None:
+            yield held
             return
+        with self._pool.connection() as conn:
+            self._held.conn = conn
+            try:
+                yield conn
+            finally:
+                self._held.conn = None
+
+    @contextmanager
+    def reading(self, profile: str) -> Iterator[None]:
+        """One recall's reads, on one connection of the pool held for them, the feed's
+        head read once."""
         try:
-            with self._pool.connection() as conn:
-                self._held.conn = conn
-                try:
-                    with self.cache.pinned(profile):
-                        yield
-                finally:
-                    self._held.conn = None
+            with self._holding(), self.cache.pinned(profile):
+                yield
         except psycopg.Error as exc:
             raise StoreError(f"read failed on {self.location}: {exc}") from exc
 
     @contextmanager
+    def writing(self, profile: str) -> Iterator[None]:
+        """One write's statements, the reads that prepare it and its transaction, on one
+        connection of the pool held for them, the feed's head read once for the reads."""
+        try:
+            with self._holding(), self.cache.pinned(profile):
+                yield
+        except psycopg.Error as exc:
+            raise StoreError(f"write failed on {self.location}: {exc}") from exc
+
+    @contextmanager
     def _write(self, profile: str | None, lasting: bool = True) -> Iterator[PgCursor[Any]]:
         """One transaction; with a profile, holding that profile's write lock; not
-        ``lasting``, committed without waiting for the disk (``synchronous_commit``)."""
+        ``lasting``, committed without waiting for the disk (``synchronous_commit``) and
+        sent as one pipeline (the recall log's writes read nothing back: one round trip)."""
         try:
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            with (
+                self._holding() as conn,
+                nullcontext() if lasting else conn.pipeline(),
+                conn.transaction(),
+                conn.cursor() as cur,
+            ):
                 if not lasting:
                     cur.execute("SET LOCAL synchronous_commit TO OFF")
                 if profile is not None:

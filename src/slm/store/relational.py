@@ -18,7 +18,7 @@ import json
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
@@ -90,6 +90,11 @@ class Relational(ABC):
     def reading(self, profile: str) -> AbstractContextManager[None]:
         """One recall's reads: other processes' commits checked once (the read cache pinned)."""
         return self.cache.pinned(profile)
+
+    def writing(self, profile: str) -> AbstractContextManager[None]:
+        """One write's statements to ``profile`` on one connection (a store with one
+        connection has nothing to do)."""
+        return nullcontext()
 
     def feed_head(self, profile: str) -> int:
         """The profile's last change's sequence number (:mod:`slm.store.feed`)."""
@@ -258,12 +263,10 @@ class Relational(ABC):
 
     def other_scopes(self, profile: str, scope: str) -> bool:
         m = self.mark
-        # two seeks on (profile, scope, key), not a scan of the profile
-        return any(
-            self.select(f"SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m} LIMIT 1",
-                        (profile, scope))
-            for op in ("<", ">")
-        )  # fmt: skip
+        # two seeks on (profile, scope, key), not a scan of the profile; one statement
+        seek = "EXISTS (SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m})"
+        either = " OR ".join(seek.format(m=m, op=op) for op in ("<", ">"))
+        return bool(self.select(f"SELECT {either}", (profile, scope, profile, scope))[0][0])
 
     def scope_members(self, profile: str, scope: str) -> set[int]:
         m = self.mark
