@@ -60,11 +60,17 @@ def write(
     done with each, in order: the memories each replaces as it said, and the probable
     updates found (with ``auto``, they supersede too)."""
     with store.writing(profile):
-        return _write(store, profile, embedder, checked, auto=auto)
+        return _write(store, index, profile, embedder, checked, auto=auto)
 
 
 def _write(
-    store: Store, profile: str, embedder: Embedder, checked: Sequence[NewMemory], *, auto: bool
+    store: Store,
+    index: Vectors,
+    profile: str,
+    embedder: Embedder,
+    checked: Sequence[NewMemory],
+    *,
+    auto: bool,
 ) -> list[Remembered]:
     known = store.existing(profile, [c.content_hash for c in checked])
     _check_supersedes(store, profile, checked, known)

@@ -92,8 +92,7 @@ class Relational(ABC):
         return self.cache.pinned(profile)
 
     def writing(self, profile: str) -> AbstractContextManager[None]:
-        """One write's statements to ``profile`` on one connection (a store with one
-        connection has nothing to do)."""
+        """One write's statements to ``profile`` on one connection (with one, nothing to do)."""
         return nullcontext()
 
     def feed_head(self, profile: str) -> int:
@@ -209,8 +208,7 @@ class Relational(ABC):
         return self.cache.keyed(kind, profile, keys, fetch)
 
     def _pairs(self, kind: str, head: str, profile: str, keys: Iterable[K]) -> dict[K, Any]:
-        """The two columns of :meth:`select_in`'s rows as a mapping, through the read cache
-        as ``kind``."""
+        """The two columns of :meth:`select_in`'s rows as a mapping, read-cached as ``kind``."""
         return self.cache.keyed(
             kind, profile, keys, lambda ks: dict(self.select_in(head, profile, ks))
         )
@@ -269,11 +267,8 @@ class Relational(ABC):
         return bool(self.select(f"SELECT {either}", (profile, scope, profile, scope))[0][0])
 
     def scope_members(self, profile: str, scope: str) -> set[int]:
-        m = self.mark
-        rows = self.select(
-            f"SELECT key FROM memories WHERE profile = {m} AND scope = {m}", (profile, scope)
-        )
-        return {int(r[0]) for r in rows}
+        head = f"SELECT key FROM memories WHERE profile = {self.mark} AND scope"
+        return {int(key) for (key,) in self.select_in(head, profile, [scope])}
 
     def rescope(self, keys: Sequence[str]) -> int:
         m = self.mark
