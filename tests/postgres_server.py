@@ -159,6 +159,8 @@ class Server:
 
         self.admin(f"CREATE DATABASE {TEMPLATE} STRATEGY FILE_COPY")
         PostgresStore(self.dsn(TEMPLATE), dim=DIM).close()
+        # each database made from it gets an identity of its own when first opened
+        rows(self.dsn(TEMPLATE), "postgres", "DELETE FROM slm_meta WHERE key = 'store_id'")
 
     def fresh_database(self) -> str:
         """A new database holding the current schema and nothing else; its DSN."""

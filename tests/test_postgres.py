@@ -4,7 +4,9 @@ several processes writing at once. (Everything else runs on both stores elsewher
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -189,6 +191,63 @@ def test_vector_search_exact_and_through_the_graph(
             assert all(k in allowed and k < keys[150] for k, _ in filtered)
         assert memory.health()["store"]["vector_indexes"]["default"]["kind"] == "graph"
         assert hits / (10 * len(queries)) >= 0.9
+
+
+def test_a_server_saves_its_indexes_and_the_next_follows_the_feed_from_them(
+    postgres_server: Server, postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server saves a large profile's graph in SLM_INDEX_DIR under the database's
+    identity; one started later loads it instead of reading every vector, and reads the
+    feed from where it stands (what was written and forgotten meanwhile); a server told to
+    save nowhere writes nothing, and a database of another identity never trusts it."""
+    monkeypatch.setattr(vector_cache, "EXACT_MAX", 50)
+    folder = tmp_path / "indexes"
+    monkeypatch.setenv("SLM_INDEX_DIR", str(folder))
+    with fake(dsn=postgres_dsn) as first:
+        ids = [r.id for r in first.remember_many([{"content": f"note {i}"} for i in range(120)])]
+        assert first.recall("note 7", k=1).results[0].memory.id == ids[7]
+        store_id = first.store.store_id  # type: ignore[attr-defined]
+    manifest = folder / store_id / "default.json"
+    saved = json.loads(manifest.read_text("utf-8"))
+    assert saved["kind"] == "graph" and saved["store_id"] == store_id
+
+    monkeypatch.setenv("SLM_INDEX_DIR", "")
+    with fake(dsn=postgres_dsn) as other:  # another server, saving nowhere, writes
+        assert other.store.folder is None  # type: ignore[attr-defined]
+        late = other.remember("a note written while the first server was away").memory.id
+        other.forget(ids[:3])
+    assert json.loads(manifest.read_text("utf-8")) == saved
+
+    built: list[str] = []
+    build = vector_cache.VectorCache._build
+
+    def counted(self: vector_cache.VectorCache, profile: str) -> Any:
+        built.append(self.source.table)
+        return build(self, profile)
+
+    monkeypatch.setattr(vector_cache.VectorCache, "_build", counted)
+    monkeypatch.setenv("SLM_INDEX_DIR", str(folder))
+    with fake(dsn=postgres_dsn) as second:
+        found = second.recall("a note written while the first server was away", k=1)
+        assert found.results[0].memory.id == late
+        assert "embeddings" not in built  # the saved graph, not every row
+        _, held = second.indexes.vectors.mean("default")
+        assert held == 118  # 120 + 1 - 3
+
+    another = postgres_server.fresh_database()
+    try:
+        with fake(dsn=another) as empty:
+            empty.remember_many([{"content": f"other note {i}"} for i in range(60)])
+            other_id = empty.store.store_id  # type: ignore[attr-defined]
+        assert other_id != store_id
+        shutil.rmtree(folder / other_id, ignore_errors=True)
+        shutil.copytree(folder / store_id, folder / other_id)  # another database's files
+        built.clear()
+        with fake(dsn=another) as reopened:
+            assert reopened.recall("other note 4", k=1).results[0].memory.content == "other note 4"
+        assert "embeddings" in built  # never trusted: read from its own rows
+    finally:
+        postgres_server.drop_database(another)
 
 
 def write_notes(dsn: str, worker: int, n: int) -> None:

@@ -33,7 +33,7 @@ from slm.models import MemoryRecord, RecallRequest, Remembered, RememberedConver
 from slm.recall import recall as read
 from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
-from slm.settings import Settings, default_db_path
+from slm.settings import Settings, default_db_path, index_dir
 from slm.store import Location, Store, open_store
 from slm.store.base import SCOPE_KEYS_META, FeedbackEvent
 
@@ -77,7 +77,8 @@ class Memory:
             location = Location(path=Path(path) if path is not None else default_db_path())
         # The thread starts on first use, so an instance that fails to open leaves none behind.
         self._questions = Questions(self.embedder)
-        store = open_store(location, self.embedder.dim)
+        folder = index_dir() if location.dsn is not None else None
+        store = open_store(location, self.embedder.dim, folder)
         self.store: Store = store
         #: what recall reads in process beside the store, following its change feed
         self.indexes = Indexes(store)

@@ -1,7 +1,7 @@
 """Settings: resolved once at the edge (arguments, then environment) into one frozen object.
 
-Deep modules receive a :class:`Settings`; only :meth:`Settings.from_env` and
-:func:`data_dir` look at the environment, and only when the caller asks them to.
+Deep modules receive a :class:`Settings`; only :meth:`Settings.from_env`, :func:`data_dir`
+and the paths derived from it look at the environment, and only when the caller asks them to.
 """
 
 from __future__ import annotations
@@ -220,6 +220,17 @@ def data_dir(env: Mapping[str, str] | None = None) -> Path:
     from platformdirs import user_data_dir
 
     return Path(user_data_dir("slm", appauthor=False))
+
+
+def index_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """Where a server of a PostgreSQL store saves its indexes (docs/postgres.md):
+    ``SLM_INDEX_DIR`` if set (empty: nowhere, rebuilt from the rows by every server that
+    starts), else ``indexes`` in :func:`data_dir`."""
+    env = os.environ if env is None else env
+    if "SLM_INDEX_DIR" in env:
+        text = env["SLM_INDEX_DIR"].strip()
+        return Path(text).expanduser() if text else None
+    return data_dir(env) / "indexes"
 
 
 def default_db_path(env: Mapping[str, str] | None = None) -> Path:

@@ -59,9 +59,11 @@ class Location:
         return self.dsn is not None or (self.path is not None and self.path.exists())
 
 
-def open_store(location: Location, dim: int) -> Relational:
+def open_store(location: Location, dim: int, index_dir: Path | None = None) -> Relational:
     """Open the store at ``location``: SQLite for a path, PostgreSQL for a DSN (a
-    :class:`Store`, and what the indexes beside it read: :class:`slm.index.Followed`)."""
+    :class:`Store`, and what the indexes beside it read: :class:`slm.index.Followed`).
+    SQLite's indexes are saved beside its file; a PostgreSQL server's in ``index_dir``
+    (None: nowhere)."""
     if location.dsn is not None:
         try:
             from slm.store.postgres import PostgresStore
@@ -72,7 +74,7 @@ def open_store(location: Location, dim: int) -> Relational:
                 f"the PostgreSQL store needs the 'postgres' extra: {install_hint('postgres')}; "
                 f"{exc}"
             ) from None
-        return PostgresStore(location.dsn, dim=dim)
+        return PostgresStore(location.dsn, dim=dim, folder=index_dir)
     from slm.store.sqlite import SQLiteStore
 
     assert location.path is not None

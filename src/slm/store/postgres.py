@@ -8,7 +8,10 @@ searched in this process, and edges walked in this process, as SQLite's are: eac
 keeps its read cache, and beside the store its indexes (:mod:`slm.index`), current from
 the change feed (:mod:`slm.store.feed`), whose head it reads once at the start of each
 recall. So several servers share one PostgreSQL, and a write acknowledged by one is seen by
-the next recall of every other.
+the next recall of every other. Given a ``folder`` (the engine gives
+:func:`slm.settings.index_dir`), a server saves its large indexes on its own disk there, under
+the database's identity, and a server started later loads them and reads the feed from
+where they stand instead of building them from the rows.
 
 Concurrency: connections come from a small pool, one per calling thread. Every write is
 one transaction that first takes a per-profile advisory lock, so writers to one profile
@@ -22,6 +25,7 @@ import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -77,7 +81,9 @@ class PostgresStore(Relational):
     kind = "postgres"
     dialect = PostgresDialect()
 
-    def __init__(self, dsn: str, *, dim: int, pool_size: int = 4) -> None:
+    def __init__(
+        self, dsn: str, *, dim: int, pool_size: int = 4, folder: Path | None = None
+    ) -> None:
         self.location = redact(dsn)
         self.dim = dim
         self._held = threading.local()  # .conn: the connection this thread's recall holds
@@ -98,10 +104,21 @@ class PostgresStore(Relational):
             )
             self._pool.open(wait=True, timeout=30.0)
             self.cache = ReadCache(self.feed_head)
+            self.store_id = self.meta("store_id") or self._new_store_id()
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
+        # this server's saved indexes of this database, beside those of any other
+        self.folder = folder / self.store_id if folder is not None else None
 
     # -- plumbing ---------------------------------------------------------------------
+
+    def _new_store_id(self) -> str:
+        """This database's identity, made by the first server to open it (what a server
+        saves of its indexes must match it: :mod:`slm.index.saved`)."""
+        made = secrets.token_hex(16)
+        insert = "INSERT INTO slm_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING"
+        self.change(None, lambda cur: cur.execute(insert, (made,)))
+        return self.meta("store_id") or made
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         """Bring the schema up to date (:mod:`slm.store.schema`; ``slm_schema`` holds the
