@@ -260,11 +260,13 @@ class Relational(ABC):
         return {str(h): str(i) for h, i in self.select_in(head, profile, hashes)}
 
     def other_scopes(self, profile: str, scope: str) -> bool:
-        m = self.mark
-        # two seeks on (profile, scope, key), not a scan of the profile; one statement
-        seek = "EXISTS (SELECT 1 FROM memories WHERE profile = {m} AND scope {op} {m})"
-        either = " OR ".join(seek.format(m=m, op=op) for op in ("<", ">"))
-        return bool(self.select(f"SELECT {either}", (profile, scope, profile, scope))[0][0])
+        # The least and greatest scope, a seek each on (profile, scope, key) whatever plan
+        # a server keeps (a range test's generic plan scanned all of a one-scope profile).
+        edge = "(SELECT {}(scope) FROM memories WHERE profile = " + self.mark + ")"
+        ((least, greatest),) = self.select(
+            f"SELECT {edge.format('min')}, {edge.format('max')}", (profile, profile)
+        )
+        return least is not None and (least, greatest) != (scope, scope)
 
     def scope_members(self, profile: str, scope: str) -> set[int]:
         head = f"SELECT key FROM memories WHERE profile = {self.mark} AND scope"
