@@ -59,48 +59,36 @@ def write(
     first of several in one batch is the one created) in one transaction and say what was
     done with each, in order: the memories each replaces as it said, and the probable
     updates found (with ``auto``, they supersede too)."""
-    with store.writing(profile):
-        return _write(store, index, profile, embedder, checked, auto=auto)
-
-
-def _write(
-    store: Store,
-    index: Vectors,
-    profile: str,
-    embedder: Embedder,
-    checked: Sequence[NewMemory],
-    *,
-    auto: bool,
-) -> list[Remembered]:
-    known = store.existing(profile, [c.content_hash for c in checked])
-    _check_supersedes(store, profile, checked, known)
-    pending: dict[str, NewMemory] = {}
-    for c in checked:
-        if c.content_hash not in known:
-            pending.setdefault(c.content_hash, c)
-    new_items = prepare(store, index, profile, embedder, list(pending.values()))
-    ids = dict(known)
-    updates: dict[str, tuple[str, ...]] = {}
-    if new_items:
-        stored = store.insert(profile, new_items, supersede_updates=auto)
-        ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
-        updates = _updates_of(store, profile, [s.key for s in stored if s.created])
-    for c in checked:
-        if c.supersedes and c.content_hash in known:
-            (present,) = store.get(profile, [known[c.content_hash]])
-            store.versions.supersede(profile, present.id, c.supersedes, present.starts)
-    records = {r.id: r for r in store.get(profile, list(set(ids.values())))}
-    out = []
-    for c in checked:
-        created = c.content_hash not in known
-        known.setdefault(c.content_hash, ids[c.content_hash])
-        id_ = ids[c.content_hash]
-        said = tuple(c.supersedes)
-        found = updates.get(id_, ()) if created else ()
-        out.append(
-            Remembered(records[id_], created, tuple(i for i in found if i not in said), said)
-        )
-    return out
+    with store.writing(profile):  # one connection for its reads and its transaction
+        known = store.existing(profile, [c.content_hash for c in checked])
+        _check_supersedes(store, profile, checked, known)
+        pending: dict[str, NewMemory] = {}
+        for c in checked:
+            if c.content_hash not in known:
+                pending.setdefault(c.content_hash, c)
+        new_items = prepare(store, index, profile, embedder, list(pending.values()))
+        ids = dict(known)
+        updates: dict[str, tuple[str, ...]] = {}
+        if new_items:
+            stored = store.insert(profile, new_items, supersede_updates=auto)
+            ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
+            updates = _updates_of(store, profile, [s.key for s in stored if s.created])
+        for c in checked:
+            if c.supersedes and c.content_hash in known:
+                (present,) = store.get(profile, [known[c.content_hash]])
+                store.versions.supersede(profile, present.id, c.supersedes, present.starts)
+        records = {r.id: r for r in store.get(profile, list(set(ids.values())))}
+        out = []
+        for c in checked:
+            created = c.content_hash not in known
+            known.setdefault(c.content_hash, ids[c.content_hash])
+            id_ = ids[c.content_hash]
+            said = tuple(c.supersedes)
+            found = updates.get(id_, ()) if created else ()
+            out.append(
+                Remembered(records[id_], created, tuple(i for i in found if i not in said), said)
+            )
+        return out
 
 
 class AllOrNothing:
