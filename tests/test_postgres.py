@@ -250,6 +250,29 @@ def test_a_server_saves_its_indexes_and_the_next_follows_the_feed_from_them(
         postgres_server.drop_database(another)
 
 
+def test_a_role_that_may_only_read_opens_a_database_without_an_identity(
+    postgres_server: Server, postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first server to open a database records its identity; one whose role may only
+    read still opens it and recalls, saving no index (it could not name whose it is)."""
+    monkeypatch.setenv("SLM_INDEX_DIR", str(tmp_path / "indexes"))
+    with fake(dsn=postgres_dsn) as writer:
+        noted = writer.remember("the reader may look but not touch").memory.id
+    sql(postgres_dsn, "postgres", "DELETE FROM slm_meta WHERE key = 'store_id'")
+    role = f"reader_{postgres_dsn.rsplit('_', 1)[1]}"
+    postgres_server.admin(f"CREATE ROLE {role} LOGIN")
+    try:
+        sql(postgres_dsn, "postgres", f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+        reader_dsn = postgres_dsn.replace("postgres@", f"{role}@", 1)
+        with fake(dsn=reader_dsn) as reader:
+            assert reader.store.folder is None  # type: ignore[attr-defined]
+            found = reader.recall("may the reader touch it?", k=1)
+            assert found.results[0].memory.id == noted
+    finally:
+        sql(postgres_dsn, "postgres", f"REVOKE ALL ON ALL TABLES IN SCHEMA public FROM {role}")
+        postgres_server.admin(f"DROP ROLE {role}")
+
+
 def write_notes(dsn: str, worker: int, n: int) -> None:
     """One writer process: its own notes one by one, and now and then a batch of notes
     every writer stores (so the same content arrives from several processes at once)."""

@@ -108,7 +108,7 @@ class PostgresStore(Relational):
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
         # this server's saved indexes of this database, beside those of any other
-        self.folder = folder / self.store_id if folder is not None else None
+        self.folder = folder / self.store_id if folder is not None and self.store_id else None
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -117,7 +117,10 @@ class PostgresStore(Relational):
         saves of its indexes must match it: :mod:`slm.index.saved`)."""
         made = secrets.token_hex(16)
         insert = "INSERT INTO slm_meta (key, value) VALUES ('store_id', %s) ON CONFLICT DO NOTHING"
-        self.change(None, lambda cur: cur.execute(insert, (made,)))
+        try:
+            self.change(None, lambda cur: cur.execute(insert, (made,)))
+        except (StoreError, psycopg.Error):
+            return ""  # a role that may not write it: this server saves nothing
         return self.meta("store_id") or made
 
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
