@@ -357,12 +357,12 @@ class Vectors:
             return cached
         out = np.zeros((len(keys), self.dim), dtype=np.float32)
         row_of = {key: row for row, key in enumerate(keys)}
-        mark = self._store.mark
-        for part in self._store.dialect.slices(keys):
+        mark, dialect = self._store.mark, self._store.dialect
+        for part in dialect.slices(keys):
+            among, values = dialect.among("key", part)
             found, matrix = self._store.read_vectors(
-                f"SELECT key, vector FROM embeddings WHERE profile = {mark} AND key IN "
-                f"({', '.join([mark] * len(part))})",
-                [profile, *part],
+                f"SELECT key, vector FROM embeddings WHERE profile = {mark} AND {among}",
+                [profile, *values],
             )
             for key, vector in zip(found, matrix, strict=True):
                 out[row_of[key]] = vector

@@ -100,9 +100,8 @@ def insert_passages(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> None
 
 def delete_passages(cur: Cursor, d: Dialect, keys: Sequence[int]) -> None:
     for part in d.slices(keys):
-        cur.execute(
-            f"DELETE FROM passages WHERE memory IN ({', '.join([d.mark] * len(part))})", part
-        )
+        among, values = d.among("memory", part)
+        cur.execute(f"DELETE FROM passages WHERE {among}", values)
 
 
 def _insert_lexical(cur: Cursor, d: Dialect, profile: str, fresh: Fresh) -> None:

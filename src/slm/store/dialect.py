@@ -79,12 +79,13 @@ class Dialect(ABC):
     def rows_in(
         self, cur: Cursor, head: str, params: Sequence[Any], values: Iterable[Any]
     ) -> list[Any]:
-        """The rows of ``head IN (values)``, a slice of values at a time: ``head`` ends with
-        the column the values are matched against, after its own ``params``."""
+        """The rows of ``head`` matching its last column against ``values`` (:meth:`among`),
+        a slice of values at a time: ``head`` ends with that column, after its own
+        ``params``."""
         rows: list[Any] = []
         for part in self.slices(values):
-            marks = ", ".join([self.mark] * len(part))
-            rows += cur.execute(f"{head} IN ({marks})", [*params, *part]).fetchall()
+            condition, bound = self.among(head, part)
+            rows += cur.execute(condition, [*params, *bound]).fetchall()
         return rows
 
     @abstractmethod

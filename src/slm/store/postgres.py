@@ -24,7 +24,7 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -169,25 +169,25 @@ class PostgresStore(Relational):
             finally:
                 self._held.conn = None
 
-    @contextmanager
-    def reading(self, profile: str) -> Iterator[None]:
+    def reading(self, profile: str) -> AbstractContextManager[None]:
         """One recall's reads, on one connection of the pool held for them, the feed's
         head read once."""
-        try:
-            with self._holding(), self.cache.pinned(profile):
-                yield
-        except psycopg.Error as exc:
-            raise StoreError(f"read failed on {self.location}: {exc}") from exc
+        return self._pinned(profile, "read")
 
-    @contextmanager
-    def writing(self, profile: str) -> Iterator[None]:
+    def writing(self, profile: str) -> AbstractContextManager[None]:
         """One write's statements, the reads that prepare it and its transaction, on one
         connection of the pool held for them, the feed's head read once for the reads."""
+        return self._pinned(profile, "write")
+
+    @contextmanager
+    def _pinned(self, profile: str, what: str) -> Iterator[None]:
+        """A block on one held connection with ``profile``'s read cache pinned; a database
+        error in it is a :class:`StoreError` saying the ``what`` failed."""
         try:
             with self._holding(), self.cache.pinned(profile):
                 yield
         except psycopg.Error as exc:
-            raise StoreError(f"write failed on {self.location}: {exc}") from exc
+            raise StoreError(f"{what} failed on {self.location}: {exc}") from exc
 
     @contextmanager
     def _write(self, profile: str | None, lasting: bool = True) -> Iterator[PgCursor[Any]]:

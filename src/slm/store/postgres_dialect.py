@@ -9,7 +9,7 @@ are a ``text[]`` column of ``memories`` with a GIN index, matched with ``@>``.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -47,14 +47,6 @@ class PostgresDialect(Dialect):
         the server prepares once per connection (psycopg's ``prepare_threshold``) instead
         of parsing and planning an ``IN`` list of each length anew."""
         return f"{column} = ANY({self.mark})", [list(values)]
-
-    def rows_in(
-        self, cur: Cursor, head: str, params: Sequence[Any], values: Iterable[Any]
-    ) -> list[Any]:
-        distinct = list(dict.fromkeys(values))
-        if not distinct:
-            return []
-        return list(cur.execute(f"{head} = ANY(%s)", [*params, distinct]).fetchall())
 
     def vector(self, blob: bytes) -> Any:
         return np.frombuffer(blob, dtype="<f4")

@@ -262,10 +262,10 @@ class Relational(ABC):
     def other_scopes(self, profile: str, scope: str) -> bool:
         # The least and greatest scope, a seek each on (profile, scope, key) whatever plan
         # a server keeps (a range test's generic plan scanned all of a one-scope profile).
-        edge = "(SELECT {}(scope) FROM memories WHERE profile = " + self.mark + ")"
-        ((least, greatest),) = self.select(
-            f"SELECT {edge.format('min')}, {edge.format('max')}", (profile, profile)
-        )
+        ends = [
+            f"(SELECT {f}(scope) FROM memories WHERE profile = {self.mark})" for f in ("min", "max")
+        ]
+        ((least, greatest),) = self.select(f"SELECT {', '.join(ends)}", (profile, profile))
         return least is not None and (least, greatest) != (scope, scope)
 
     def scope_members(self, profile: str, scope: str) -> set[int]:
@@ -443,8 +443,8 @@ class Relational(ABC):
             self._delete_vectors(cur, profile, keys)
             self.recorder.forgotten(keys)
             for part in self.dialect.slices(keys):
-                marks = ", ".join([m] * len(part))
-                cur.execute(f"DELETE FROM memories WHERE key IN ({marks})", part)
+                among, values = self.dialect.among("key", part)
+                cur.execute(f"DELETE FROM memories WHERE {among}", values)
             for _, id_, _ in rows:
                 lifecycle.reinstate(cur, m, profile, id_)
             removed = {id_ for _, id_, _ in rows}
