@@ -250,6 +250,25 @@ def test_a_server_saves_its_indexes_and_the_next_follows_the_feed_from_them(
         postgres_server.drop_database(another)
 
 
+def test_an_index_folder_that_cannot_be_written_loses_nothing(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SLM_INDEX_DIR naming a file, not a folder: the server opens, stores and recalls as
+    without it, and the next server builds its indexes from the rows (nothing is lost,
+    nothing half-saved is trusted)."""
+    monkeypatch.setattr(vector_cache, "EXACT_MAX", 50)
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x", "utf-8")
+    monkeypatch.setenv("SLM_INDEX_DIR", str(blocker))
+    with fake(dsn=postgres_dsn) as first:
+        ids = [r.id for r in first.remember_many([{"content": f"note {i}"} for i in range(80)])]
+        assert first.recall("note 7", k=1).results[0].memory.id == ids[7]
+    with fake(dsn=postgres_dsn) as second:
+        assert second.count() == 80
+        assert second.recall("note 42", k=1).results[0].memory.id == ids[42]
+    assert blocker.read_text("utf-8") == "x"
+
+
 def test_a_role_that_may_only_read_opens_a_database_without_an_identity(
     postgres_server: Server, postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
