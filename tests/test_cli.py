@@ -397,3 +397,29 @@ def test_recall_leaves_out_what_is_below_a_minimum_relevance(run) -> None:  # ty
     assert f"with a relevance of at least {float(above):g}" in said.stdout
     traced = run("recall", "boiler service", "--min-relevance", above, "--trace").stdout
     assert f"at least {float(above):g}" in traced
+
+
+def test_export_refuses_the_store_its_files_and_existing_files(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``slm export`` onto the store file once replaced it with JSON Lines, every other
+    profile lost; an existing file was overwritten silently."""
+    store = tmp_path / "cli.db"
+    run("--profile", "other", "remember", "kept in another profile")
+    run("remember", "one memory")
+    (tmp_path / "cli.db.index").mkdir(exist_ok=True)
+    for target in (store, Path(f"{store}-wal"), Path(f"{store}-shm")):
+        for extra in ((), ("--force",)):
+            refused = run("export", str(target), *extra)
+            assert refused.exit_code == 1, (target, refused.output)
+            assert refused.stderr.startswith("error: ") and refused.stderr.count("\n") == 1
+    inside = run("export", str(tmp_path / "cli.db.index" / "x.jsonl"), "--force")
+    assert inside.exit_code == 1 and "index folder" in inside.stderr
+    assert json.loads(run("--profile", "other", "list", "--json").stdout)["memories"]
+
+    existing = tmp_path / "notes.txt"
+    existing.write_text("my notes\n", encoding="utf-8")
+    refused = run("export", str(existing))
+    assert refused.exit_code == 1 and "use --force" in refused.stderr
+    assert existing.read_text(encoding="utf-8") == "my notes\n"
+    assert run("export", str(existing), "--force").exit_code == 0
+    assert "one memory" in existing.read_text(encoding="utf-8")
+    assert "one memory" in run("export", "-").stdout

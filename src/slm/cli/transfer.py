@@ -54,10 +54,13 @@ def import_(obj: Context, file: Path, system: str, quiet: bool, as_json: bool) -
 
 @click.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite FILE if it exists.")
 @json_option
 @click.pass_obj
-def export(obj: Context, file: Path, as_json: bool) -> None:
-    """Write every memory of the profile to a JSON Lines FILE ('-' for stdout)."""
+def export(obj: Context, file: Path, force: bool, as_json: bool) -> None:
+    """Write every memory of the profile to a JSON Lines FILE ('-' for stdout). An
+    existing FILE is refused unless --force; the store and its files always are."""
+    from slm.copy.backup import target_file
     from slm.copy.jsonl import export_jsonl
     from slm.store.files import replacing
 
@@ -65,11 +68,12 @@ def export(obj: Context, file: Path, as_json: bool) -> None:
         if str(file) == "-":
             count = export_jsonl(memory, sys.stdout)
             return
+        path = target_file(memory, file, overwrite=force, what="export")
         try:
-            with replacing(file) as tmp:
+            with replacing(path) as tmp:
                 with open(tmp, "w", encoding="utf-8") as handle:
                     count = export_jsonl(memory, handle)
-                tmp.replace(file)
+                tmp.replace(path)
         except OSError as exc:
             raise click.ClickException(f"cannot write {file}: {exc.strerror}") from None
     answer({"exported": count, "file": str(file)}, f"exported {memories(count)} to {file}", as_json)

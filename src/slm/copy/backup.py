@@ -41,17 +41,41 @@ def backup(memory: Memory, target: str | Path, *, overwrite: bool = False) -> Ba
             f"slm backup copies the embedded SQLite store; back up a {store.kind} store "
             "with its own tools (pg_dump for PostgreSQL)"
         )
-    path = Path(os.path.abspath(Path(target).expanduser()))
-    if path.is_dir():
-        raise InvalidInput(f"{path} is a directory; give the backup's file name", field="path")
-    if not path.parent.is_dir():
-        raise InvalidInput(f"no directory {path.parent} to write the backup into", field="path")
-    if _is_part_of(path, Path(store.location)):
-        raise InvalidInput(f"{path} is the store itself or one of its files", field="path")
-    if path.exists() and not overwrite:
-        raise InvalidInput(f"{path} exists; use --force to overwrite it", field="path")
+    path = target_file(memory, target, overwrite=overwrite, what="backup")
     memories = store.backup(path)
     return BackupReport(path=str(path), memories=memories, bytes=path.stat().st_size)
+
+
+def target_file(memory: Memory, target: str | Path, *, overwrite: bool, what: str = "copy") -> Path:
+    """``target`` as an absolute path a copy of the store (a backup, an export) may be
+    written to: a file in an existing folder, not the store nor any file beside it that
+    is part of it (its write-ahead log, shared memory, journal, saved indexes), and not
+    an existing file unless ``overwrite``. Each refusal is one clear :class:`InvalidInput`."""
+    path = Path(os.path.abspath(Path(target).expanduser()))
+    if path.is_dir():
+        raise InvalidInput(f"{path} is a directory; give the {what}'s file name", field="path")
+    if not path.parent.is_dir():
+        raise InvalidInput(f"no directory {path.parent} to write the {what} into", field="path")
+    store = memory.store
+    if store.kind == "sqlite" and _is_part_of(path, Path(store.location)):
+        raise InvalidInput(f"{path} is the store itself or one of its files", field="path")
+    if _is_inside(path, store.folder):
+        raise InvalidInput(f"{path} is in the store's index folder {store.folder}", field="path")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise InvalidInput(f"{path} exists; use --force to overwrite it", field="path")
+    return path
+
+
+def _is_inside(path: Path, folder: Path | None) -> bool:
+    """Whether ``path`` is ``folder`` or anything under it (links followed)."""
+    if folder is None:
+        return False
+    inside = Path(os.path.abspath(folder))
+    for candidate in (path, path.resolve()):
+        for base in (inside, inside.resolve()):
+            if candidate == base or base in candidate.parents:
+                return True
+    return False
 
 
 def _is_part_of(path: Path, store: Path) -> bool:

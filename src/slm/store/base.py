@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -383,6 +384,8 @@ class Store(Rows, Lexical, Graph, Admin, Protocol):
 
     kind: str
     location: str
+    #: where what is derived from the store may be saved beside it (None: nowhere)
+    folder: Path | None
     #: what the store keeps of its rows between reads
     cache: ReadCache
 
