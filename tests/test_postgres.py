@@ -5,6 +5,7 @@ several processes writing at once. (Everything else runs on both stores elsewher
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import shutil
 import sys
@@ -267,6 +268,37 @@ def test_an_index_folder_that_cannot_be_written_loses_nothing(
         assert second.count() == 80
         assert second.recall("note 42", k=1).results[0].memory.id == ids[42]
     assert blocker.read_text("utf-8") == "x"
+
+
+@pytest.mark.parametrize("planted", ["ABSOLUTE", "../escaped", "a/b", "x" * 32])
+def test_a_store_id_that_is_not_an_identity_never_names_a_folder(
+    postgres_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    planted: str,
+) -> None:
+    """``store_id`` in slm_meta is the database's word: an absolute path there once made
+    every server write its index files wherever the database said. Only an identity as slm
+    makes it names a folder; any other value is ignored with one warning, the server
+    stores and recalls as without a folder, and nothing is written outside it."""
+    monkeypatch.setattr(vector_cache, "EXACT_MAX", 50)
+    folder, outside = tmp_path / "indexes", tmp_path / "outside"
+    outside.mkdir()
+    value = str(outside / "planted") if planted == "ABSOLUTE" else planted
+    monkeypatch.setenv("SLM_INDEX_DIR", str(folder))
+    with fake(dsn=postgres_dsn) as first:
+        first.remember("made before the identity was changed")
+    sql(postgres_dsn, "postgres", f"UPDATE slm_meta SET value = '{value}' WHERE key = 'store_id'")
+    with caplog.at_level(logging.WARNING, logger="slm"), fake(dsn=postgres_dsn) as memory:
+        ids = [r.id for r in memory.remember_many([{"content": f"note {i}"} for i in range(120)])]
+        assert memory.recall("note 7", k=1).results[0].memory.id == ids[7]
+        assert memory.store.folder is None  # type: ignore[attr-defined]
+    warned = [r.getMessage() for r in caplog.records if "store_id" in r.getMessage()]
+    assert len(warned) == 1
+    assert not any(outside.iterdir())
+    assert not folder.exists() or not any(folder.iterdir())
+    assert not (tmp_path / "escaped").exists()
 
 
 def test_a_role_that_may_only_read_opens_a_database_without_an_identity(

@@ -21,6 +21,8 @@ in parallel. Every statement filters on the profile.
 
 from __future__ import annotations
 
+import logging
+import re
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +45,12 @@ from slm.store.postgres_dialect import PostgresDialect
 from slm.store.readcache import ReadCache
 from slm.store.relational import Relational
 from slm.store.sql import INSERT_COLUMNS, memory_row
+
+log = logging.getLogger(__name__)
+
+#: A database's identity as slm makes it (32 hex digits; a UUID's form is accepted too):
+#: it names this database's folder of saved indexes, so nothing else may stand there.
+STORE_ID = re.compile(r"[0-9a-f]{32}|[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}")
 
 #: Advisory lock namespace (first of two int4 keys) of the per-profile write locks.
 PROFILE_LOCK_SPACE = 0x736C6D
@@ -108,9 +116,26 @@ class PostgresStore(Relational):
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store at {self.location}: {exc}") from exc
         # this server's saved indexes of this database, beside those of any other
-        self.folder = folder / self.store_id if folder is not None and self.store_id else None
+        self.folder = self._index_folder(folder)
 
     # -- plumbing ---------------------------------------------------------------------
+
+    def _index_folder(self, base: Path | None) -> Path | None:
+        """Where this server saves its indexes of this database: ``base/<store_id>``; none
+        when no folder is given, no identity could be recorded, or the recorded one is not
+        an identity slm makes (a value such as ``/etc`` or ``../x`` would name a folder
+        outside ``base``): then nothing is saved and every index is built from the rows."""
+        if base is None or not self.store_id:
+            return None
+        if not STORE_ID.fullmatch(self.store_id):
+            log.warning(
+                "slm: the store_id in slm_meta of %s is not one slm makes (%r): "
+                "no index of it is saved or read; every index is built from the rows",
+                self.location,
+                self.store_id[:80],
+            )
+            return None
+        return base / self.store_id
 
     def _new_store_id(self) -> str:
         """This database's identity, made by the first server to open it (what a server
