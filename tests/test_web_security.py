@@ -8,10 +8,16 @@ SQLite file; what a browser shows is checked in tests/test_web.py with Chromium.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +123,8 @@ def test_each_sign_in_is_its_own_session_and_sign_out_revokes_it(locked: TestCli
 
 
 def test_a_session_from_before_sign_in_opens_nothing_after_it(locked: TestClient) -> None:
-    before = cookie_of(get(locked, "/ui/login"))
+    before = "p" * 43  # planted by someone else: the sign-in page itself hands out none
+    assert "set-cookie" not in get(locked, "/ui/login").headers
     signed = post(locked, "/ui/login", data={"token": TOKEN, "next": "/"}, session=before)
     after = cookie_of(signed)
     assert after != before
@@ -132,9 +139,37 @@ def test_a_session_expires_and_the_oldest_go_past_the_limit() -> None:
     assert sessions.find(one.id) == one
     now[0] += 61
     assert sessions.find(one.id) is None
-    a, b, c = (sessions.start(signed_in=False) for _ in range(3))
+    a, b, c = (sessions.start(signed_in=True) for _ in range(3))
     assert sessions.find(a.id) is None and sessions.find(c.id) == c and len(sessions) == 2
     assert b.csrf != c.csrf
+
+
+def test_requests_without_a_cookie_sign_no_one_out(locked: TestClient, tmp_path: Path) -> None:
+    """Each page request without a cookie once started a session, and the table kept the
+    newest 10,000: that many requests (no token needed) signed every user out. Sessions are
+    now made only by a sign-in; a server without a token keeps nothing per visitor."""
+    signed = sign_in(locked)
+    for path in ("/", "/ui/login", "/ui/add", "/docs"):
+        for _ in range(5):
+            assert "set-cookie" not in get(locked, path).headers
+    sessions = locked.app.sessions  # type: ignore[attr-defined]
+    assert len(sessions) == 1
+    assert get(locked, "/", session=signed).status_code == 200
+    (tmp_path / "open").mkdir()
+    with app_over(tmp_path / "open") as open_client:
+        held = open_client.app.sessions  # type: ignore[attr-defined]
+        first = get(open_client, "/ui/add")
+        for _ in range(20):
+            assert get(open_client, "/ui/add").headers["set-cookie"]
+        assert len(held) == 0
+        # the first visitor's form still works: its form token is its own
+        done = post(
+            open_client,
+            "/ui/add",
+            data={"csrf": csrf_of(first.text), "content": "Added by the first visitor"},
+            session=cookie_of(first),
+        )
+        assert done.status_code == 303
 
 
 def test_the_form_token_is_per_session_and_changes_at_sign_in(open_site: TestClient) -> None:
@@ -168,7 +203,6 @@ def test_sign_in_rotates_the_form_token(locked: TestClient) -> None:
         locked,
         "/ui/login",
         data={"token": TOKEN, "next": "/"},
-        session=cookie_of(login),
     )
     page = get(locked, "/", session=cookie_of(signed))
     assert csrf_of(page.text) not in login.text
@@ -372,3 +406,71 @@ def test_an_error_does_not_say_where_the_store_is(
         other.execute("ROLLBACK")
     assert busy.status_code == 503 and "stayed busy" in busy.json()["error"]["message"]
     assert "web.db" not in busy.text, busy.text
+
+
+# -- what the lockout counts, in a real server ---------------------------------------------
+
+
+@contextmanager
+def real_server(tmp_path: Path, *args: str, **env: str) -> Iterator[str]:
+    """``slm serve`` in its own process on a free loopback port (uvicorn reads the
+    forwarded headers, not the test client): its address."""
+    environ = {**os.environ, "SLM_API_TOKEN": TOKEN, "SLM_EMBEDDER": "fake", **env}
+    environ["SLM_DB"] = str(tmp_path / "served.db")
+    command = [sys.executable, "-m", "slm", "serve", "--port", "0", *args]
+    process = subprocess.Popen(command, env=environ, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        said = [process.stderr.readline() for _ in range(1)]
+        while not (found := re.search(r"(http://127\.0\.0\.1:\d+)/", said[-1])):
+            assert said[-1] and len(said) < 50, said
+            said.append(process.stderr.readline())
+        yield found.group(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def status_of(url: str, headers: dict[str, str]) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as refused:
+        return int(refused.code)
+
+
+def test_wrong_tokens_from_one_peer_are_locked_out_whatever_it_forwards(tmp_path: Path) -> None:
+    """uvicorn believed X-Forwarded-For from 127.0.0.1 by default, and the lockout counted
+    the address it gave: a new header with each guess, and 40 wrong tokens got 401, none
+    429. Forwarded headers are now believed only from proxies the user names."""
+    with real_server(tmp_path) as base:
+        answers = [
+            status_of(
+                f"{base}/v1/health",
+                {"Authorization": "Bearer guess", "X-Forwarded-For": f"10.0.{i // 250}.{i % 250}"},
+            )
+            for i in range(40)
+        ]
+    assert answers[:MAX_FAILURES] == [401] * MAX_FAILURES
+    assert set(answers[MAX_FAILURES:]) == {429}
+
+
+def test_a_named_proxy_is_believed_for_its_clients(tmp_path: Path) -> None:
+    """Behind a proxy the user names, each client it forwards is counted as itself: one
+    client is locked out, another forwarded by the same proxy is not."""
+    with real_server(tmp_path, "--trusted-proxies", "127.0.0.1") as base:
+        guessing = {"Authorization": "Bearer guess", "X-Forwarded-For": "203.0.113.7"}
+        answers = [status_of(f"{base}/v1/health", guessing) for _ in range(MAX_FAILURES + 2)]
+        other = {"Authorization": f"Bearer {TOKEN}", "X-Forwarded-For": "203.0.113.8"}
+        assert status_of(f"{base}/v1/health", other) == 200
+    assert answers[-1] == 429
+
+
+def test_a_trusted_proxy_that_is_not_an_address_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not an address or a network"):
+        serve(
+            host="127.0.0.1",
+            port=0,
+            location=Location(path=tmp_path / "x.db"),
+            trusted_proxies="10.0.0.1, my-proxy",
+        )
