@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -423,3 +426,52 @@ def test_export_refuses_the_store_its_files_and_existing_files(run, tmp_path: Pa
     assert run("export", str(existing), "--force").exit_code == 0
     assert "one memory" in existing.read_text(encoding="utf-8")
     assert "one memory" in run("export", "-").stdout
+
+
+def slm_process(tmp_path: Path, *args: str, stdin: Any = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "SLM_EMBEDDER": "fake", "SLM_DB": str(tmp_path / "proc.db")}
+    return subprocess.run(
+        [sys.executable, "-m", "slm", *args],
+        env=environ,
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("shape", ["brackets", "deep metadata", "deep document"])
+def test_import_of_deeply_nested_json_is_one_clear_error(tmp_path: Path, shape: str) -> None:
+    """200,000 brackets, or metadata nested thousands deep, ended in ``internal error:
+    RecursionError`` (exit 70); nesting is bounded before anything is parsed."""
+    nested: Any = {"x": 1}
+    for _ in range(3000):
+        nested = {"a": nested}
+    text = {
+        "brackets": "[" * 200_000 + "\n",
+        "deep metadata": '{"content": "hi", "metadata": '
+        + '{"a": ' * 3000
+        + "1"
+        + "}" * 3001
+        + "\n",
+        "deep document": "[\n" * 200_000,
+    }[shape]
+    source = tmp_path / "deep.jsonl"
+    source.write_text(text, encoding="utf-8")
+    done = slm_process(tmp_path, "import", str(source))
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("error: ") and "nested more than" in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_import_of_an_endless_line_is_refused_promptly(tmp_path: Path) -> None:
+    """``slm import /dev/zero`` read one line until MemoryError or the OOM killer; a line
+    is now read at most MAX_JSON_CHARS far, from a file or from standard input."""
+    started = time.monotonic()
+    done = slm_process(tmp_path, "import", "/dev/zero")
+    assert done.returncode == 1 and done.stderr.startswith("error: line 1: longer than")
+    with open("/dev/zero", "rb") as zeros:
+        piped = slm_process(tmp_path, "import", "-", stdin=zeros)
+    assert piped.returncode == 1 and "error: line 1: longer than" in piped.stderr
+    assert time.monotonic() - started < 30
+    assert slm_process(tmp_path, "list", "--where", "a=" + "[" * 100_000).returncode == 1

@@ -16,6 +16,8 @@ from datetime import UTC, datetime
 from itertools import islice
 from typing import Any
 
+import numpy as np
+
 from slm.errors import InvalidInput
 
 MAX_CONTENT_BYTES = 512 * 1024
@@ -23,6 +25,12 @@ MAX_QUERY_BYTES = 4 * 1024
 MAX_METADATA_BYTES = 16 * 1024
 #: Objects and arrays nested inside each other, the metadata object itself included.
 MAX_METADATA_DEPTH = 32
+#: The longest line of a JSON Lines file, and the largest file read as one JSON document
+#: (a chat export), in characters: what is read into memory at once.
+MAX_JSON_CHARS = 64 * 1024 * 1024
+#: Arrays and objects nested inside each other in one JSON value read from a file (a memory
+#: line's metadata holds at most MAX_METADATA_DEPTH of them; a conversation needs 4).
+MAX_JSON_DEPTH = MAX_METADATA_DEPTH + 8
 MAX_SOURCE_CHARS = 256
 MAX_TAGS = 32
 MAX_TAG_CHARS = 64
@@ -35,6 +43,22 @@ MAX_IDS_PER_CALL = 10_000
 PROFILE_PATTERN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ID_PATTERN = re.compile(r"[0-9a-f]{16}")
 _MIN_YEAR, _MAX_YEAR = 1, 9999
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deeply arrays and objects nest in the JSON ``text`` (0 for a plain value), counted
+    without parsing it (so without recursion): brackets inside strings are not counted.
+    Unbalanced text counts as deep as its brackets go; parsing it then says what is wrong."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if not brackets:
+        return 0
+    codes = np.frombuffer(brackets.encode("ascii"), dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
 def _show(value: object) -> str:

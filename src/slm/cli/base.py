@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +16,7 @@ from typing import Any, TypeVar
 
 import click
 
+from slm import validate
 from slm.cli.output import printable
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound, SlmError, outcome
@@ -172,10 +172,12 @@ def readable(file: Path) -> Iterator[Path]:
     if str(file) != "-":
         yield file
         return
+    from slm.copy.jsonl import bounded_lines
+
     with tempfile.TemporaryDirectory(prefix="slm-stdin-") as folder:
         copy = Path(folder) / "stdin.jsonl"
         with open(copy, "w", encoding="utf-8") as handle:
-            shutil.copyfileobj(sys.stdin, handle)
+            handle.writelines(bounded_lines(sys.stdin))  # an endless line is refused, not kept
         yield copy
 
 
@@ -208,6 +210,11 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
         key, sign, text = pair.partition("=")
         if not sign or not key.strip():
             raise InvalidInput(f"--where {pair!r}: write KEY=VALUE", field="where")
+        if validate.json_depth(text) > validate.MAX_JSON_DEPTH:
+            raise InvalidInput(
+                f"--where {key.strip()}: the value nests more than {validate.MAX_JSON_DEPTH} deep",
+                field="where",
+            )
         try:
             value = json.loads(text)
         except ValueError:

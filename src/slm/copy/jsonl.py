@@ -80,9 +80,10 @@ def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, 
     (``{"messages": [...]}`` or a list of messages) expanded into its memories. A file whose
     first line is not a JSON value by itself is one JSON document (:func:`_document`)."""
     first = True
-    for number, line in enumerate(handle, start=1):
+    for number, line in enumerate(bounded_lines(handle), start=1):
         if not line.strip():
             continue
+        _shallow(line, f"line {number}")
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -104,13 +105,44 @@ def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, 
         yield f"line {number}", item
 
 
+def bounded_lines(handle: IO[str]) -> Iterator[str]:
+    """The lines of ``handle``, each refused when longer than ``MAX_JSON_CHARS`` (read at
+    most that far: a file without line breaks, such as /dev/zero, is never read whole)."""
+    number = 0
+    while line := handle.readline(validate.MAX_JSON_CHARS + 1):
+        number += 1
+        if len(line) > validate.MAX_JSON_CHARS:
+            raise InvalidInput(
+                f"line {number}: longer than {validate.MAX_JSON_CHARS} characters, "
+                "the most one line may hold"
+            )
+        yield line
+
+
+def _shallow(text: str, where: str) -> None:
+    """Refuse JSON nested deeper than ``MAX_JSON_DEPTH`` before it is parsed (the parser
+    recurses once per level)."""
+    if validate.json_depth(text) > validate.MAX_JSON_DEPTH:
+        raise InvalidInput(
+            f"{where}: arrays and objects nested more than {validate.MAX_JSON_DEPTH} deep, "
+            "the most a file's JSON may nest"
+        )
+
+
 def _document(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, Any]]]:
     """The memories of a file that is one JSON document: a conversation, or a list of them,
     as a chat export writes it. Its problems are placed as in a document: the line and
     column of bad JSON, the conversation of a bad message."""
     handle.seek(0)
+    text = handle.read(validate.MAX_JSON_CHARS + 1)
+    if len(text) > validate.MAX_JSON_CHARS:
+        raise InvalidInput(
+            f"the file is one JSON document of more than {validate.MAX_JSON_CHARS} characters, "
+            "the most read as one; write it as JSON Lines, one memory or conversation a line"
+        )
+    _shallow(text, "the document")
     try:
-        document = json.load(handle)
+        document = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(
             f"not valid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg} (read as one "
