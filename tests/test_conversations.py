@@ -5,6 +5,7 @@ two in tests/test_http.py and tests/test_mcp.py)."""
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from conftest import SHARED_DATA
 from slm import InvalidInput, Memory, Settings, validate
 from slm.cli import cli
 from slm.embed.minilm import MiniLMEmbedder
+from slm.errors import StoreError
 from slm.inputs.conversations import memories
 
 OPENAI = [
@@ -386,7 +388,7 @@ def test_a_failure_that_cannot_be_undone_says_what_stays(
     def no_delete(*args: Any) -> list[str]:
         raise StoreError("the server is gone (injected)")
 
-    monkeypatch.setattr(memory.store, "delete", no_delete)
+    monkeypatch.setattr(memory.store, "take_back", no_delete)
     with pytest.raises(StoreError) as failed:
         memory.remember_conversation(_talk(150), session="long")
     assert str(failed.value) == (
@@ -398,6 +400,65 @@ def test_a_failure_that_cannot_be_undone_says_what_stays(
     assert memory.count() == 100
     done = memory.remember_conversation(_talk(150), session="long")
     assert sum(d.created for d in done) == 50 and memory.count() == 150
+
+
+def test_a_failed_conversation_never_takes_away_what_another_write_was_told_exists(
+    store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A conversation goes in parts; after the first commits, another client stores one of
+    its texts and is told it is already stored (``created: false``, id X); the second part
+    fails and the all-or-nothing rollback once took X away with the rest. X now stays, as
+    what the other client was given, and nothing else of the conversation does. Both
+    clients have their own connection (two processes' worth), on both stores."""
+    monkeypatch.setattr(validate, "MAX_BATCH", 100)
+    settings = Settings(embedder="fake")
+    with Memory(**store_at, settings=settings) as a, Memory(**store_at, settings=settings) as b:
+        before = b.remember("Deploys happen on Thursdays")
+        insert, calls, told = a.store.insert, [], []
+
+        def client_b_writes() -> None:
+            told.append(b.remember("user: message 7 of a long talk about rail timetables"))
+            text = "assistant: message 8 of a long talk about rail timetables"
+            told.append(b.remember_many([{"content": text}])[0])
+
+        def second_part_fails(*args: Any, **kwargs: Any) -> Any:
+            calls.append(len(args[1]))
+            if len(calls) == 2:
+                # part 1 is committed: client B, in its own thread, stores two of its texts
+                worker = threading.Thread(target=client_b_writes)
+                worker.start()
+                worker.join()
+                raise StoreError("the file stayed busy (injected)")
+            return insert(*args, **kwargs)
+
+        monkeypatch.setattr(a.store, "insert", second_part_fails)
+        with pytest.raises(StoreError, match="injected"):
+            a.remember_conversation(_talk(250), session="long")
+        monkeypatch.undo()
+        assert [t.created for t in told] == [False, False]
+        for t in told:  # what B was given is there, for B and for A
+            assert b.get(t.id).content == t.memory.content and a.get(t.id).id == t.id
+        kept = {r.id for r in b.list(limit=500)}
+        assert kept == {before.id, *(t.id for t in told)}  # the rest of part 1 is gone
+        assert b.recall("message 7 rail timetables", k=1).results[0].memory.id == told[0].id
+        # storing the conversation again completes it, B's two memories among it
+        done = a.remember_conversation(_talk(250), session="long")
+        assert sum(d.created for d in done) == 248 and a.count() == 251
+
+
+def test_a_failed_conversation_takes_away_its_own_repeated_texts(
+    store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text said twice, once in each part: the second part is told it exists, but that
+    memory is the conversation's own, and its failure takes it away with the rest."""
+    monkeypatch.setattr(validate, "MAX_BATCH", 100)
+    with Memory(**store_at, settings=Settings(embedder="fake")) as memory:
+        talk = _talk(250)
+        talk[150] = dict(talk[10])
+        calls = _failing_on(memory, monkeypatch, 3)
+        with pytest.raises(StoreError, match="injected"):
+            memory.remember_conversation(talk, session="long")
+        assert len(calls) == 3 and memory.count() == 0
 
 
 def test_a_15000_message_conversation_is_stored_whole_or_not_at_all(

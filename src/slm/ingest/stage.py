@@ -17,7 +17,9 @@ chunk that fails takes the ones before it away.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar, Token
 from types import TracebackType
 
 import numpy as np
@@ -40,6 +42,8 @@ from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
 from slm.store import Store
 from slm.store.base import MAX_PASSAGES
 
+log = logging.getLogger(__name__)
+
 #: A new memory's semantic neighbours: (stored key, cosine) and (index in its batch, cosine).
 Links = tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]]
 #: Its probable changes: (earlier memory, in the batch?, evidence, sure?).
@@ -58,7 +62,30 @@ def write(
     """Store ``checked`` memories (identical content in the same scope is stored once, the
     first of several in one batch is the one created) in one transaction and say what was
     done with each, in order: the memories each replaces as it said, and the probable
-    updates found (with ``auto``, they supersede too)."""
+    updates found (with ``auto``, they supersede too). A memory this write is told exists
+    is one it keeps: claimed from an unfinished write that may take it away, or, when such
+    a write took it away first, written again (:mod:`slm.store.unfinished`)."""
+    for _ in range(_TRIES):
+        done = _write_once(store, index, profile, embedder, checked, auto)
+        if done is not None:
+            return done
+    raise StoreError(
+        f"the memories this write found stored were taken away {_TRIES} times while it "
+        "ran (a write of several parts failing again and again); nothing was stored"
+    )
+
+
+def _write_once(
+    store: Store,
+    index: Vectors,
+    profile: str,
+    embedder: Embedder,
+    checked: Sequence[NewMemory],
+    auto: bool,
+) -> list[Remembered] | None:
+    """:func:`write`; None when a memory it found stored was taken away before it could
+    claim it (the write is then made again, and stores it)."""
+    ours = _UNFINISHED.get()
     with store.writing(profile):  # one connection for its reads and its transaction
         known = store.existing(profile, [c.content_hash for c in checked])
         _check_supersedes(store, profile, checked, known)
@@ -69,10 +96,16 @@ def write(
         new_items = prepare(store, index, profile, embedder, list(pending.values()))
         ids = dict(known)
         updates: dict[str, tuple[str, ...]] = {}
+        told = set(known.values())
         if new_items:
-            stored = store.insert(profile, new_items, supersede_updates=auto)
+            stored = store.insert(
+                profile, new_items, supersede_updates=auto, unfinished=ours is not None
+            )
             ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
+            told |= {s.id for s in stored if not s.created}
             updates = _updates_of(store, profile, [s.key for s in stored if s.created])
+        if told and not _kept(store, profile, sorted(told), ours or set()):
+            return None
         for c in checked:
             if c.supersedes and c.content_hash in known:
                 (present,) = store.get(profile, [known[c.content_hash]])
@@ -91,32 +124,66 @@ def write(
         return out
 
 
+def _kept(store: Store, profile: str, told: list[str], ours: set[str]) -> bool:
+    """Whether every memory of ``told`` (found stored, to be answered with ``created:
+    false``) stays: each is still stored, and those an unfinished write may take away are
+    claimed from it, unless that write is this one (``ours``: what its parts created so
+    far, which its failure takes away). Read from the rows, not a cache: another process
+    may have taken one away a moment ago."""
+    standing = store.told(profile, told)
+    if len(standing) < len(told):
+        return False
+    claimable = [id_ for id_, unfinished in standing.items() if unfinished and id_ not in ours]
+    return not claimable or len(store.claim(profile, claimable)) == len(claimable)
+
+
+#: While a write of several parts (:class:`AllOrNothing`) runs in this thread or task, the
+#: ids its parts created so far: they mark the memories they create as ones it may take away.
+_UNFINISHED: ContextVar[set[str] | None] = ContextVar("slm_unfinished_write", default=None)
+#: Writes made again because a memory they found stored was taken away meanwhile.
+_TRIES = 5
+
+
 class AllOrNothing:
     """Writes that succeed or fail together: each write's answer goes through :meth:`add`,
     which keeps the ids of the memories it created; if the block fails, those memories are
-    forgotten (one transaction, which also gives back the validity of memories they
-    replaced) before the error goes on. Other readers may see the first writes meanwhile,
-    and a process killed half-way keeps them: the write is resumable, as storing the same
-    items again stores only what is missing."""
+    taken away (one transaction, which also gives back the validity of memories they
+    replaced) before the error goes on, except those another write was told exist
+    meanwhile, which are that write's too (:mod:`slm.store.unfinished`). Other readers may
+    see the first writes meanwhile, and a process killed half-way keeps them: the write is
+    resumable, as storing the same items again stores only what is missing."""
 
     def __init__(self, store: Store, profile: str) -> None:
         self.store, self.profile = store, profile
         self.created: list[str] = []
+        self._mine: set[str] = set()
+        self._marking: Token[set[str] | None] | None = None
 
     def add(self, done: list[Remembered]) -> list[Remembered]:
-        self.created.extend(d.id for d in done if d.created)
+        fresh = [d.id for d in done if d.created]
+        self.created.extend(fresh)
+        self._mine.update(fresh)
         return done
 
     def __enter__(self) -> AllOrNothing:
+        self._marking = _UNFINISHED.set(self._mine)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if exc is None or not self.created:
+        if self._marking is not None:
+            _UNFINISHED.reset(self._marking)
+        if not self.created:
+            return
+        if exc is None:
+            try:
+                self.store.finish(self.profile, self.created)
+            except SlmError as left:  # the marks stay; a later write told of one claims it
+                log.warning("slm: a finished write's marks stay: %s", left)
             return
         try:
-            self.store.delete(self.profile, self.created)
+            self.store.take_back(self.profile, self.created)
         except SlmError as undo:
             raise StoreError(
                 f"{exc}; the {len(self.created)} memories written before it are still stored "

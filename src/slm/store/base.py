@@ -174,13 +174,37 @@ class Rows(Protocol):
         """Map each content hash already stored in the profile to its memory id."""
 
     def insert(
-        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+        self,
+        profile: str,
+        items: Sequence[NewMemory],
+        *,
+        supersede_updates: bool = False,
+        unfinished: bool = False,
     ) -> list[Stored]:
         """Store items in one transaction; an item whose hash exists returns the existing id.
 
         Each new item supersedes the memories its ``supersedes`` names; with
         ``supersede_updates`` it also supersedes (or is superseded by) the memories it is a
-        probable update of (or that are probable updates of it)."""
+        probable update of (or that are probable updates of it). ``unfinished``: the new
+        memories are marked as a part of a write that may still take them away
+        (:mod:`slm.store.unfinished`)."""
+
+    def told(self, profile: str, ids: Sequence[str]) -> dict[str, bool]:
+        """Those of ``ids`` stored now, read from the rows themselves (no cache), each with
+        whether an unfinished write may still take it away (:mod:`slm.store.unfinished`)."""
+
+    def claim(self, profile: str, ids: Sequence[str]) -> set[str]:
+        """Keep ``ids`` from being taken away by the unfinished write that created them;
+        those still stored (one transaction under the profile's write lock)."""
+
+    def finish(self, profile: str, ids: Sequence[str]) -> None:
+        """The write of several parts that created ``ids`` succeeded: they are no longer
+        its to take away."""
+
+    def take_back(self, profile: str, ids: Sequence[str]) -> list[str]:
+        """Remove those of ``ids`` (created by a write of several parts that failed) that no
+        other write has claimed, as :meth:`delete` does, in one transaction; the ids
+        removed."""
 
     def get(self, profile: str, ids: Sequence[str]) -> list[MemoryRecord]:
         """The memories with these ids, in the order given, skipping unknown ids."""

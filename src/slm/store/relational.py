@@ -27,6 +27,7 @@ from typing import Any, ClassVar, TypeVar
 from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
 from slm.store import derived, feed, feedback, fields, lifecycle, sql
+from slm.store import unfinished as unfinished_rows
 from slm.store.base import (
     SCOPE_KEYS_META,
     Cursor,
@@ -380,7 +381,12 @@ class Relational(ABC):
     # -- writes ---------------------------------------------------------------------------
 
     def insert(
-        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
+        self,
+        profile: str,
+        items: Sequence[NewMemory],
+        *,
+        supersede_updates: bool = False,
+        unfinished: bool = False,
     ) -> list[Stored]:
         # What stays valid in the read cache: all but the rows new memories change in the
         # memories already stored (readcache.py).
@@ -414,6 +420,8 @@ class Relational(ABC):
                 if pair is not None:
                     known[item.content_hash] = pair
                 results.append(Stored(*known[item.content_hash], created=pair is not None))
+            if unfinished:
+                unfinished_rows.mark(cur, self.dialect, profile, [id_ for id_, _ in stored])
             self._insert_vectors(cur, profile, fresh)
             self.recorder.written(key for key, _ in fresh)
             changed.update(key for key, _ in fresh)
@@ -425,32 +433,61 @@ class Relational(ABC):
         return self.change(profile, work, kept=kept)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
-        m = self.mark
+        return self.change(profile, lambda cur: self._delete(cur, profile, ids))
 
+    def take_back(self, profile: str, ids: Sequence[str]) -> list[str]:
         def work(cur: Cursor) -> list[str]:
-            head = (
-                "SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d "
-                f"ON d.key = m.key WHERE {self.dialect.by_key}m.profile = {m} AND m.id"
+            return self._delete(
+                cur, profile, sorted(unfinished_rows.marked(cur, self.dialect, profile, ids))
             )
-            rows = sorted(self.dialect.rows_in(cur, head, [profile], ids))
-            for key, _, terms in rows:
-                words = terms.split() if terms is not None else None
-                derived.delete(cur, self.dialect, profile, key, words)
-                lifecycle.delete_facts(cur, m, profile, key)
-                fields.delete(cur, m, key)
-            keys = [key for key, _, _ in rows]
-            derived.delete_passages(cur, self.dialect, keys)
-            self._delete_vectors(cur, profile, keys)
-            self.recorder.forgotten(keys)
-            for part in self.dialect.slices(keys):
-                among, values = self.dialect.among("key", part)
-                cur.execute(f"DELETE FROM memories WHERE {among}", values)
-            for _, id_, _ in rows:
-                lifecycle.reinstate(cur, m, profile, id_)
-            removed = {id_ for _, id_, _ in rows}
-            return [i for i in dict.fromkeys(ids) if i in removed]
 
         return self.change(profile, work)
+
+    def told(self, profile: str, ids: Sequence[str]) -> dict[str, bool]:
+        m = self.mark
+        head = (
+            "SELECT m.id, EXISTS (SELECT 1 FROM unfinished u WHERE u.profile = m.profile "
+            f"AND u.id = m.id) FROM memories m WHERE m.profile = {m} AND m.id"
+        )
+        return {str(id_): bool(held) for id_, held in self.select_in(head, profile, ids)}
+
+    def claim(self, profile: str, ids: Sequence[str]) -> set[str]:
+        def work(cur: Cursor) -> set[str]:
+            unfinished_rows.clear(cur, self.dialect, profile, ids)
+            head = f"SELECT id FROM memories WHERE profile = {self.mark} AND id"
+            return {str(i) for (i,) in self.dialect.rows_in(cur, head, [profile], ids)}
+
+        return self._commit(profile, work, True)
+
+    def finish(self, profile: str, ids: Sequence[str]) -> None:
+        self._commit(
+            profile, lambda cur: unfinished_rows.clear(cur, self.dialect, profile, ids), True
+        )
+
+    def _delete(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]:
+        m = self.mark
+        head = (
+            "SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d "
+            f"ON d.key = m.key WHERE {self.dialect.by_key}m.profile = {m} AND m.id"
+        )
+        rows = sorted(self.dialect.rows_in(cur, head, [profile], ids))
+        for key, _, terms in rows:
+            words = terms.split() if terms is not None else None
+            derived.delete(cur, self.dialect, profile, key, words)
+            lifecycle.delete_facts(cur, m, profile, key)
+            fields.delete(cur, m, key)
+        keys = [key for key, _, _ in rows]
+        derived.delete_passages(cur, self.dialect, keys)
+        self._delete_vectors(cur, profile, keys)
+        self.recorder.forgotten(keys)
+        for part in self.dialect.slices(keys):
+            among, values = self.dialect.among("key", part)
+            cur.execute(f"DELETE FROM memories WHERE {among}", values)
+        for _, id_, _ in rows:
+            lifecycle.reinstate(cur, m, profile, id_)
+        removed = {id_ for _, id_, _ in rows}
+        unfinished_rows.clear(cur, self.dialect, profile, sorted(removed))
+        return [i for i in dict.fromkeys(ids) if i in removed]
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)

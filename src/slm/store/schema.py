@@ -11,11 +11,13 @@ Tables: ``memories`` (the source of truth) and derived, rebuildable ones: ``embe
 graph), ``memory_times`` (dates referenced in the text), ``edges`` (neighbouring turns and
 semantic neighbours), ``passages`` (a memory's further vectors: its passages beyond the
 first, for texts longer than the model reads, and its standing statements),
-``memory_fields`` (:mod:`slm.store.fields`). ``memories.valid_from`` (NULL: the event
-time), ``valid_to`` and ``superseded_by`` say when a memory holds; ``fact_*`` hold the
-facts memories state and their probable updates (:mod:`slm.store.lifecycle`);
-``recall_log``, ``feedback`` and ``source_feedback`` what use teaches
-(:mod:`slm.store.feedback`). ``memories.scope`` says who a memory belongs to within its
+``memory_fields`` (:mod:`slm.store.fields`). ``unfinished`` names the memories a write of
+several parts (a long conversation, an import) created and may still take away: a write told
+that one exists claims it, removing its row (:mod:`slm.store.unfinished`).
+``memories.valid_from`` (NULL: the event time), ``valid_to`` and ``superseded_by`` say
+when a memory holds; ``fact_*`` hold the facts memories state and their probable updates
+(:mod:`slm.store.lifecycle`); ``recall_log``, ``feedback`` and ``source_feedback`` what use
+teaches (:mod:`slm.store.feedback`). ``memories.scope`` says who a memory belongs to within its
 profile (``slm.models.scope_of``; filled by ``Relational.rescope``), and its content hash
 covers it. Times are microseconds since the epoch, so copies between stores are exact.
 
@@ -315,6 +317,14 @@ MIGRATIONS: tuple[Migration, ...] = (
         DROP INDEX IF EXISTS passages_hnsw;
         DROP TABLE IF EXISTS vector_sums;
         """,
+    ),
+    Migration(
+        """
+        CREATE TABLE unfinished (
+            profile TEXT NOT NULL, id TEXT NOT NULL,
+            PRIMARY KEY (profile, id)
+        );
+        """
     ),
 )
 
