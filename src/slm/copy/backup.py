@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput
+from slm.store.files import refuse_symlink
 
 
 @runtime_checkable
@@ -61,7 +62,8 @@ def target_file(memory: Memory, target: str | Path, *, overwrite: bool, what: st
         raise InvalidInput(f"{path} is the store itself or one of its files", field="path")
     if _is_inside(path, store.folder):
         raise InvalidInput(f"{path} is in the store's index folder {store.folder}", field="path")
-    if (path.exists() or path.is_symlink()) and not overwrite:
+    refuse_symlink(path)
+    if path.exists() and not overwrite:
         raise InvalidInput(f"{path} exists; use --force to overwrite it", field="path")
     return path
 

@@ -39,6 +39,7 @@ their file: the pages recalls touch are what they cost.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +53,7 @@ from slm.index import saved
 from slm.index.vector_cache import Followed
 from slm.store import feed
 from slm.store.base import Cursor
-from slm.store.files import read_manifest, save_pair
+from slm.store.files import Untrusted, data_file, read_manifest, save_pair
 
 #: One memory's edge as :meth:`EdgeCache.edges_from` gives it: (neighbour, kind, weight).
 Edge = tuple[int, str, float]
@@ -166,15 +167,23 @@ class EdgeArrays:
         save_pair(folder, name, "edges", write, {**watermark, **shape})
 
     @classmethod
-    def load(cls, folder: Path, manifest: Mapping[str, Any]) -> EdgeArrays | None:
+    def load(cls, folder: Path, name: str, manifest: Mapping[str, Any]) -> EdgeArrays:
         """The arrays a manifest names (the edges read into memory or, above
-        :data:`IN_MEMORY_ROWS`, mapped); None when they do not read back whole."""
+        :data:`IN_MEMORY_ROWS`, mapped), once the file is checked to be the one saved
+        (:func:`slm.store.files.data_file`) and the arrays to be well formed
+        (:meth:`check`). Raises :class:`slm.store.files.Untrusted`."""
+        path = data_file(folder, name, "edges", dict(manifest))
+        rows, memories = _count(manifest, "rows"), _count(manifest, "memories")
+        kinds = manifest.get("kinds")
+        if (
+            not isinstance(kinds, list)
+            or len(kinds) > 256
+            or not all(isinstance(kind, str) for kind in kinds)
+        ):
+            raise Untrusted("its kinds are not a list of at most 256 names")
+        if path.stat().st_size != rows * ROW.itemsize + (2 * memories + 1) * 8:
+            raise Untrusted("its data file's size does not match its rows and memories")
         try:
-            path = folder / str(manifest["file"])
-            rows, memories = int(manifest["rows"]), int(manifest["memories"])
-            kinds = tuple(str(name) for name in manifest["kinds"])
-            if path.stat().st_size != rows * ROW.itemsize + (2 * memories + 1) * 8:
-                return None
             table: npt.NDArray[Any] = np.zeros(0, dtype=ROW)
             if 0 < rows <= IN_MEMORY_ROWS:
                 table = np.fromfile(path, dtype=ROW, count=rows)
@@ -185,11 +194,45 @@ class EdgeArrays:
             starts = np.memmap(
                 path, dtype="<i8", mode="r", offset=after + memories * 8, shape=(memories + 1,)
             )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-        if len(starts) and (starts[0] != 0 or starts[-1] != rows):
-            return None
-        return cls(table, keys.astype(np.int64), starts.astype(np.int64), kinds)
+        except (OSError, ValueError) as exc:
+            raise Untrusted(f"its data file cannot be read: {exc}") from None
+        arrays = cls(table, keys.astype(np.int64), starts.astype(np.int64), tuple(kinds))
+        arrays.check(_count(manifest, "max_key"))
+        return arrays
+
+    def check(self, max_key: int) -> None:
+        """Raise :class:`slm.store.files.Untrusted` unless these arrays are as
+        :meth:`of` builds them: ``starts`` from 0 to the table's length, each source
+        holding at least one row; ``keys`` rising, each a memory key up to ``max_key``;
+        each row's source the key it is filed under, its neighbour a memory key, its kind
+        code one of ``kinds`` and its weight finite."""
+        table, keys, starts = self.table, self.keys, self.starts
+        if len(starts) != len(keys) + 1 or starts[0] != 0 or starts[-1] != len(table):
+            raise Untrusted("its offsets do not run from 0 to the number of edges")
+        counts = np.diff(starts)
+        if len(counts) and counts.min() < 1:
+            raise Untrusted("its offsets do not rise")
+        if len(keys) and (keys[0] < 1 or keys[-1] > max_key or np.any(np.diff(keys) <= 0)):
+            raise Untrusted("its memory keys do not rise within the memories saved")
+        if not len(table):
+            return
+        if not np.array_equal(table["src"], np.repeat(keys, counts)):
+            raise Untrusted("its edges are not filed under their own memories")
+        dst = table["dst"]
+        if dst.min() < 1 or dst.max() > max_key:
+            raise Untrusted("an edge names a memory key outside the memories saved")
+        if int(table["kind"].max()) >= len(self.kinds):
+            raise Untrusted("an edge's kind code names no kind")
+        if not np.isfinite(table["weight"]).all():
+            raise Untrusted("an edge's weight is not a finite number")
+
+
+def _count(manifest: Mapping[str, Any], key: str) -> int:
+    """A manifest's whole number ``key``, at least 0 and at most 2**48 (a count or a key)."""
+    value = manifest.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 2**48:
+        raise Untrusted(f"its {key} is not a count")
+    return value
 
 
 @dataclass
@@ -270,14 +313,17 @@ class EdgeCache:
         return state
 
     def _open(self, profile: str) -> EdgeState:
-        """From the saved arrays when they describe this database; otherwise read whole
-        from the rows."""
+        """From the saved arrays when they describe this database and pass their check
+        (one warning when they do not); otherwise read whole from the rows."""
         if self.folder is not None:
-            manifest = read_manifest(self.folder / f"{profile}{_SUFFIX}.json")
+            name = profile + _SUFFIX
+            manifest = read_manifest(self.folder / f"{name}.json")
             if manifest is not None and self._belongs(profile, manifest):
-                arrays = EdgeArrays.load(self.folder, manifest)
-                if arrays is not None:
+                try:
+                    arrays = EdgeArrays.load(self.folder, name, manifest)
                     return EdgeState(arrays, int(manifest["seq"]), int(manifest["max_key"]))
+                except Untrusted as exc:
+                    saved.untrusted("edge arrays", profile, exc)
         state = self._store.snapshot(lambda cur: self._read_whole(cur, profile))
         self._saved_if_large(profile, state)
         return state
@@ -352,10 +398,11 @@ class EdgeCache:
             return  # arrays that cannot be saved are read from the rows next time
         if len(state.arrays.table) <= IN_MEMORY_ROWS:
             return
-        manifest = read_manifest(self.folder / f"{profile}{_SUFFIX}.json")
-        mapped = EdgeArrays.load(self.folder, manifest) if manifest is not None else None
-        if mapped is not None:
-            state.arrays = mapped
+        name = profile + _SUFFIX
+        manifest = read_manifest(self.folder / f"{name}.json")
+        with contextlib.suppress(Untrusted):  # else held as it is, equal to the file
+            if manifest is not None:
+                state.arrays = EdgeArrays.load(self.folder, name, manifest)
 
 
 def _selector(cur: Cursor) -> Callable[[str, Sequence[Any]], list[Any]]:

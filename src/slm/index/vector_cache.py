@@ -37,7 +37,7 @@ from slm.index.vectors import EXACT_MAX, ExactIndex, GraphIndex, Matrix, VectorI
 from slm.store.base import PASSAGE_SPAN, Cursor, Vector
 from slm.store.dialect import Reads
 from slm.store.feed import Change
-from slm.store.files import data_files
+from slm.store.files import Untrusted, data_files
 
 #: Changes read per statement while catching up, and keys per statement of vectors read.
 _BATCH = 10_000
@@ -168,11 +168,18 @@ class VectorCache:
     def _open(self, profile: str) -> IndexState:
         """The saved index when there is one to trust, else one built from the rows."""
         if self.folder is not None:
-            saved = GraphIndex.load(
-                self.folder, self._name(profile), lambda m: self._belongs(profile, m)
-            )
-            if saved is not None:
-                graph, manifest = saved
+            try:
+                found = GraphIndex.load(
+                    self.folder,
+                    self._name(profile),
+                    lambda m: self._belongs(profile, m),
+                    self.source.span,
+                )
+            except Untrusted as exc:
+                found = None
+                saved.untrusted(f"vector index ({self.source.table})", profile, exc)
+            if found is not None:
+                graph, manifest = found
                 return IndexState(graph, int(manifest["seq"]), int(manifest["max_key"]))
         return self._build(profile)
 

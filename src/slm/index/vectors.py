@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slm.store.files import read_manifest, save_pair
+from slm.store.files import Untrusted, data_file, read_manifest, save_pair
 
 Matrix = npt.NDArray[np.float32]
 Pairs = list[tuple[int, float]]
@@ -336,25 +336,47 @@ class GraphIndex:
 
     @classmethod
     def load(
-        cls, folder: Path, name: str, accept: Callable[[dict[str, Any]], bool]
+        cls, folder: Path, name: str, accept: Callable[[dict[str, Any]], bool], span: int = 1
     ) -> tuple[GraphIndex, dict[str, Any]] | None:
-        """The saved graph and its manifest, when there is one that ``accept`` approves and
-        that reads back whole; otherwise None (the caller rebuilds from the rows)."""
+        """The saved graph and its manifest, when there is one that ``accept`` approves;
+        None when there is none (the caller builds from the rows). Raises
+        :class:`slm.store.files.Untrusted` when its file is not the one saved
+        (:func:`slm.store.files.data_file`) or what it holds is not well formed: the
+        dimension, the keys (each below the saved memories' last, ``span`` keys a memory),
+        the tombstones among them, the vector sum."""
         manifest = read_manifest(folder / f"{name}.json")
         if manifest is None or not accept(manifest):
             return None
+        path = data_file(folder, name, "faiss", manifest)
+        dim, dead, total = manifest.get("dim"), manifest.get("dead"), manifest.get("sum")
+        top = manifest.get("max_key")
+        if not isinstance(dim, int) or not 0 < dim <= 65_536:
+            raise Untrusted("its dimension is not a number of a vector's size")
+        if not isinstance(top, int) or not 0 <= top <= 2**48:
+            raise Untrusted("its last memory key is not a key")
+        if not isinstance(dead, list) or not all(isinstance(k, int) for k in dead):
+            raise Untrusted("its tombstones are not a list of keys")
+        if not isinstance(total, list) or len(total) != dim:
+            raise Untrusted("its vector sum is not one number a dimension")
         faiss = _faiss()
         try:
-            index = faiss.read_index(str(folder / str(manifest["file"])))
-            graph = cls(int(manifest["dim"]))
-            graph._index = index
-            graph._present = set(faiss.vector_to_array(index.id_map).tolist())
-            graph._dead = {int(key) for key in manifest["dead"]}
-            graph._sum = np.array(manifest["sum"], dtype=np.float64).reshape(graph.dim)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError):
-            return None
-        if index.d != graph.dim or not graph._dead <= graph._present:
-            return None
+            index = faiss.read_index(str(path))
+            ids = faiss.vector_to_array(index.id_map)
+            vector_sum = np.array(total, dtype=np.float64)
+        except (RuntimeError, AttributeError, ValueError, TypeError) as exc:
+            raise Untrusted(f"its graph cannot be read: {str(exc)[:200]}") from None
+        if index.d != dim or index.ntotal != len(ids):
+            raise Untrusted("its graph's dimension or size does not match its manifest")
+        if len(ids) and (ids.min() < 0 or ids.max() >= (top + 1) * span):
+            raise Untrusted("its graph holds keys outside the memories saved")
+        present = set(ids.tolist())
+        if len(present) != len(ids) or not present.issuperset(dead):
+            raise Untrusted("its graph's keys repeat, or its tombstones are not among them")
+        if not np.isfinite(vector_sum).all():
+            raise Untrusted("its vector sum is not finite")
+        graph = cls(dim)
+        graph._index, graph._present, graph._dead = index, present, set(dead)
+        graph._sum = vector_sum
         return graph, manifest
 
 

@@ -13,10 +13,13 @@ exclusive create), never through a name that may already exist, so a symlink pla
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import re
 import secrets
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +30,8 @@ from slm.errors import InvalidInput
 
 FILE_MODE = 0o600
 DIRECTORY_MODE = 0o700
+#: The largest manifest of a saved pair read (a graph's tombstones are listed in it).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 
 
 def private_directory(path: Path) -> None:
@@ -95,7 +100,12 @@ def save_pair(
     private_file(folder / data)  # the writer writes into it, keeping its mode
     write(folder / data)
     _fsync(folder / data)
-    _write_atomically(manifest_path, json.dumps({**manifest, "file": data}))
+    whole = {
+        "file": data,
+        "bytes": (folder / data).stat().st_size,
+        "sha256": _digest(folder / data, name),
+    }
+    _write_atomically(manifest_path, json.dumps({**manifest, **whole}))
     stale = time.time() - 3600
     for old in data_files(folder, name, ext):
         if old.name != data and (
@@ -106,12 +116,58 @@ def save_pair(
 
 
 def read_manifest(path: Path) -> dict[str, Any] | None:
-    """The manifest of a saved pair (:func:`save_pair`), or None when there is none whole."""
+    """The manifest of a saved pair (:func:`save_pair`), or None when there is none whole
+    (none at all, larger than :data:`MAX_MANIFEST_BYTES`, or not a JSON object)."""
     try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            return None
         manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return manifest if isinstance(manifest, dict) else None
+
+
+class Untrusted(Exception):
+    """A saved file that fails its check before use (the caller rebuilds it from the rows);
+    the message says what failed."""
+
+
+def data_file(folder: Path, name: str, ext: str, manifest: dict[str, Any]) -> Path:
+    """The data file ``manifest`` names, once checked to be the one :func:`save_pair`
+    wrote for ``name``: a name as it makes them (no folder, no other name's file), a
+    regular file in ``folder`` (not a link), of the size and SHA-256 recorded (its name
+    hashed in, so another name's file renamed fails too). Raises :class:`Untrusted`."""
+    file = manifest.get("file")
+    pattern = re.escape(name) + r"\.[0-9a-f]{12}\." + re.escape(ext)
+    if not isinstance(file, str) or not re.fullmatch(pattern, file):
+        raise Untrusted(f"its manifest names {str(file)[:80]!r}, not a data file of {name}")
+    path = folder / file
+    try:
+        info = path.lstat()
+    except OSError as exc:
+        raise Untrusted(f"its data file cannot be read: {exc.strerror}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise Untrusted("its data file is not a regular file")
+    if info.st_size != manifest.get("bytes"):
+        raise Untrusted(f"its data file has {info.st_size} bytes, not {manifest.get('bytes')}")
+    try:
+        digest = _digest(path, name)
+    except OSError as exc:
+        raise Untrusted(f"its data file cannot be read: {exc.strerror}") from None
+    if not isinstance(manifest.get("sha256"), str) or not hmac.compare_digest(
+        digest, manifest["sha256"]
+    ):
+        raise Untrusted("its data file is not the one saved (its SHA-256 differs)")
+    return path
+
+
+def _digest(path: Path, name: str) -> str:
+    """SHA-256 of ``name`` and the file at ``path`` (read a block at a time)."""
+    digest = hashlib.sha256(name.encode("utf-8") + b"\0")
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def data_files(folder: Path, name: str, ext: str) -> list[Path]:
