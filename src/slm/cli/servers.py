@@ -27,14 +27,22 @@ def mcp(obj: Context) -> None:
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True)
+@click.option(
+    "--trusted-proxies",
+    envvar="SLM_TRUSTED_PROXIES",
+    default="",
+    metavar="ADDRESSES",
+    help="Reverse proxies whose X-Forwarded-For and X-Forwarded-Proto are believed "
+    "(comma-separated addresses or networks); by default none is.",
+)
 @click.pass_obj
-def serve(obj: Context, host: str, port: int) -> None:
+def serve(obj: Context, host: str, port: int, trusted_proxies: str) -> None:
     """Serve the REST API and the web page at /; a non-loopback --host needs SLM_API_TOKEN."""
 
     def ready(url: str) -> None:
         click.echo(f"slm serves the REST API and the web page at {url} (Ctrl+C stops it)", err=True)
 
-    _serve(obj, host, port, ready)
+    _serve(obj, host, port, ready, trusted_proxies)
 
 
 @click.command()
@@ -56,7 +64,9 @@ def ui(obj: Context, port: int, no_browser: bool) -> None:
     _serve(obj, "127.0.0.1", port, ready)
 
 
-def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None]) -> None:
+def _serve(
+    obj: Context, host: str, port: int, ready: Callable[[str], None], trusted_proxies: str = ""
+) -> None:
     from slm.server.rest import serve as serve_http
 
     settings = obj.settings()
@@ -72,6 +82,7 @@ def _serve(obj: Context, host: str, port: int, ready: Callable[[str], None]) -> 
         token=os.environ.get("SLM_API_TOKEN"),
         settings=settings,
         ready=ready,
+        trusted_proxies=trusted_proxies,
     )
 
 

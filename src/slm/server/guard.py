@@ -8,8 +8,9 @@
 - **Token**: the API needs ``Authorization: Bearer <token>``; the page and ``/docs`` take a
   sign-in session instead (:mod:`slm.server.web.sessions`). A client that sends wrong tokens too
   often is refused with 429 for a while, right token or not.
-- **Session**: each browser gets a session (at sign-in, or at its first page when there is
-  no token), whose form token the page's forms must carry.
+- **Session**: a session is made only by a sign-in; without a token each browser gets a
+  visitor's id at its first page, which the server does not keep. Either gives the form
+  token the page's forms must carry.
 - **Body**: read here, at most the limit, so an oversized request is refused with 413
   before any parsing; a body must be JSON (or the page's own form posts).
 """
@@ -95,9 +96,10 @@ class Guard:
             await refusal(scope, receive, send)
             return
         fresh = page and not scope["path"].startswith(("/ui/static/", "/docs/assets/"))
-        if fresh and "session" not in scope.setdefault("state", {}):
-            # No token: every browser still gets its own session, for its form token.
-            session = self.sessions.start(signed_in=False)
+        if fresh and self.token is None and "session" not in scope.setdefault("state", {}):
+            # No token, so no sign-in: each browser gets a visitor's id for its form
+            # token, held by nothing here.
+            session = self.sessions.visitor()
             scope["state"]["session"] = session
             send = _with_cookie(send, set_cookie_header(scope, session))
         await self.app(scope, _replay(body or b"", receive), send)
@@ -140,7 +142,11 @@ class Guard:
 
     def _session(self, scope: Scope, headers: dict[str, bytes]) -> Session | None:
         value = cookie_parser(headers.get("cookie", b"").decode("latin-1"))
-        return self.sessions.find(value.get(cookie_name(server_port(scope)), ""))
+        given = value.get(cookie_name(server_port(scope)), "")
+        found = self.sessions.find(given)
+        if found is None and self.token is None and given:
+            return self.sessions.visitor_of(given)  # None when not one slm could have made
+        return found
 
     def _bearer(self, scope: Scope, given: bytes, page: bool) -> Response | None:
         """None when ``given`` carries the token; else the refusal (401, or 429 for a client

@@ -397,10 +397,17 @@ def serve(
     log_level: Literal["warning", "info", "debug"] = "info",
     settings: Settings | None = None,
     ready: Callable[[str], None] | None = None,
+    trusted_proxies: str = "",
 ) -> None:
     """Run the API until interrupted; refuse a non-loopback host without a token. Once it
-    listens, ``ready`` is called with the page's address."""
+    listens, ``ready`` is called with the page's address.
+
+    A request's address (what the wrong-token lockout counts) is the peer's own unless it
+    is one of ``trusted_proxies`` (comma-separated addresses or networks; none by default),
+    whose ``X-Forwarded-For`` and ``X-Forwarded-Proto`` then say the client's: a header any
+    client can send is believed only from a proxy the user named."""
     token = token.strip() if token else None
+    proxies = _proxies(trusted_proxies)
     if not is_loopback(host) and not token:
         raise ConfigError(
             f"refusing to serve on {host} without a token: set SLM_API_TOKEN "
@@ -427,7 +434,14 @@ def serve(
             "port? choose another with --port)"
         ) from None
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, access_log=False, server_header=False
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        proxy_headers=bool(proxies),
+        forwarded_allow_ips=proxies or None,
     )
     server = uvicorn.Server(config)
     if ready is not None:
@@ -436,6 +450,23 @@ def serve(
         server.run(sockets=[listening])
     if not server.started:
         raise ConfigError(f"the server could not start on {host}:{port} (is the port in use?)")
+
+
+def _proxies(given: str) -> list[str]:
+    """The trusted proxies of ``given`` (comma-separated addresses or networks), each
+    checked: a value that is neither is one clear error, not a proxy silently ignored."""
+    proxies = [part.strip() for part in given.split(",") if part.strip()]
+    for proxy in proxies:
+        if proxy == "*":  # every peer: only for a server no one but its proxy can reach
+            continue
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"trusted proxy {proxy!r} is not an address or a network "
+                "(SLM_TRUSTED_PROXIES / --trusted-proxies: e.g. 127.0.0.1,10.0.0.0/8)"
+            ) from None
+    return proxies
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -1,10 +1,13 @@
 """Who is signed in to the page, and who keeps guessing the token.
 
-A page session is a random id, created at sign-in (or, on a server without a token, at the
-first page a browser loads), kept in this server process with its expiry and its own form
-token, and sent to the browser in a cookie. Signing out ends it; so does restarting the
-server, which is also the only way to change the token, so a token change ends every
-session. The cookie therefore proves nothing on its own: a copy taken before sign-out, or
+A page session is a random id, created at sign-in and only there, kept in this server
+process with its expiry and its own form token, and sent to the browser in a cookie.
+Requests without one create nothing: a flood of them evicts no one's session. A server
+without a token has no sign-in; each browser there gets a visitor's id
+(:meth:`Sessions.visitor`), which is not kept: its form token is derived from it with this
+process's secret, so it costs no room and another site can forge neither. Signing out
+ends a session; so does restarting the server, which is also the only way to change the
+token, so a token change ends every session. The cookie therefore proves nothing on its own: a copy taken before sign-out, or
 one from another server, opens nothing.
 
 :class:`Attempts` slows a guesser: after ``MAX_FAILURES`` wrong tokens from one client
@@ -15,6 +18,8 @@ tries are refused, even with the right token, until the oldest failure is that o
 from __future__ import annotations
 
 import hashlib
+import hmac
+import re
 import secrets
 import threading
 import time
@@ -35,6 +40,8 @@ FAILURE_WINDOW_S = 60.0
 MAX_CLIENTS = 10_000
 #: The shortest token a server that listens beyond this machine accepts.
 MIN_TOKEN_CHARS = 16
+#: What a session or visitor id is made of (``secrets.token_urlsafe(32)``).
+_ID = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def cookie_name(port: int | None) -> str:
@@ -65,6 +72,7 @@ class Sessions:
     ) -> None:
         self.seconds, self.limit, self.clock = seconds, limit, clock
         self._lock = threading.Lock()
+        self._secret = secrets.token_bytes(32)
         # Keyed by a digest of the id, so no lookup compares the secret itself.
         self._held: OrderedDict[str, Session] = OrderedDict()
 
@@ -81,6 +89,21 @@ class Sessions:
             while len(self._held) > self.limit:
                 self._held.popitem(last=False)
         return session
+
+    def visitor(self) -> Session:
+        """A new browser's session on a server without a token (nothing is held)."""
+        found = self.visitor_of(secrets.token_urlsafe(32))
+        assert found is not None
+        return found
+
+    def visitor_of(self, visitor_id: str) -> Session | None:
+        """The session of a browser on a server without a token, from the id its cookie
+        gave (None: not an id slm makes). Nothing is held: its form token is an HMAC of its
+        id under this process's secret."""
+        if not _ID.fullmatch(visitor_id):
+            return None
+        csrf = hmac.new(self._secret, visitor_id.encode("ascii"), hashlib.sha256).hexdigest()
+        return Session(visitor_id, csrf, signed_in=False, expires=self.clock() + self.seconds)
 
     def find(self, session_id: str) -> Session | None:
         """The live session with this id, or None (unknown, ended or expired)."""
