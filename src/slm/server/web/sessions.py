@@ -7,8 +7,8 @@ without a token has no sign-in; each browser there gets a visitor's id
 (:meth:`Sessions.visitor`), which is not kept: its form token is derived from it with this
 process's secret, so it costs no room and another site can forge neither. Signing out
 ends a session; so does restarting the server, which is also the only way to change the
-token, so a token change ends every session. The cookie therefore proves nothing on its own: a copy taken before sign-out, or
-one from another server, opens nothing.
+token, so a token change ends every session. The cookie therefore proves nothing on its
+own: a copy taken before sign-out, or one from another server, opens nothing.
 
 :class:`Attempts` slows a guesser: after ``MAX_FAILURES`` wrong tokens from one client
 (sign-in form or bearer header) within ``FAILURE_WINDOW_S`` seconds, that client's next
