@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+import slm
 from slm import Memory, Settings
 from slm.index import edges as edge_index
 from slm.index import vector_cache
@@ -229,9 +230,10 @@ def test_every_saved_file_format_fuzzed_under_a_memory_cap(tmp_path: Path) -> No
     def capped() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
 
-    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent / "src"), str(HERE)])}
+    source = Path(slm.__file__).resolve().parents[1]  # the slm this test imports
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), str(HERE)])}
     done = subprocess.run(
-        [sys.executable, str(HERE / "saved_files_worker.py"), str(tmp_path), "62", "6"],
+        [sys.executable, str(HERE / "saved_files_worker.py"), str(tmp_path), "62", "4"],
         env=environ,
         preexec_fn=capped,
         capture_output=True,
