@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from contextvars import ContextVar, Token
 from types import TracebackType
 
 import numpy as np
@@ -39,7 +38,7 @@ from slm.ingest.changes import probable
 from slm.ingest.facts import facts
 from slm.ingest.standing import embedded_statements
 from slm.models import MemoryRecord, NewMemory, Remembered, content_hash
-from slm.store import Store
+from slm.store import Store, unfinished
 from slm.store.base import MAX_PASSAGES
 
 log = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ def _write_once(
 ) -> list[Remembered] | None:
     """:func:`write`; None when a memory it found stored was taken away before it could
     claim it (the write is then made again, and stores it)."""
-    ours = _UNFINISHED.get()
+    ours = unfinished.own()
     with store.writing(profile):  # one connection for its reads and its transaction
         known = store.existing(profile, [c.content_hash for c in checked])
         _check_supersedes(store, profile, checked, known)
@@ -98,13 +97,11 @@ def _write_once(
         updates: dict[str, tuple[str, ...]] = {}
         told = set(known.values())
         if new_items:
-            stored = store.insert(
-                profile, new_items, supersede_updates=auto, unfinished=ours is not None
-            )
+            stored = store.insert(profile, new_items, supersede_updates=auto)
             ids.update((n.content_hash, s.id) for n, s in zip(new_items, stored, strict=True))
             told |= {s.id for s in stored if not s.created}
             updates = _updates_of(store, profile, [s.key for s in stored if s.created])
-        if told and not _kept(store, profile, sorted(told), ours or set()):
+        if told and not _kept(store, profile, sorted(told), ours):
             return None
         for c in checked:
             if c.supersedes and c.content_hash in known:
@@ -133,13 +130,10 @@ def _kept(store: Store, profile: str, told: list[str], ours: set[str]) -> bool:
     standing = store.told(profile, told)
     if len(standing) < len(told):
         return False
-    claimable = [id_ for id_, unfinished in standing.items() if unfinished and id_ not in ours]
+    claimable = [id_ for id_, held in standing.items() if held and id_ not in ours]
     return not claimable or len(store.claim(profile, claimable)) == len(claimable)
 
 
-#: While a write of several parts (:class:`AllOrNothing`) runs in this thread or task, the
-#: ids its parts created so far: they mark the memories they create as ones it may take away.
-_UNFINISHED: ContextVar[set[str] | None] = ContextVar("slm_unfinished_write", default=None)
 #: Writes made again because a memory they found stored was taken away meanwhile.
 _TRIES = 5
 
@@ -156,8 +150,8 @@ class AllOrNothing:
     def __init__(self, store: Store, profile: str) -> None:
         self.store, self.profile = store, profile
         self.created: list[str] = []
+        self._parts = unfinished.writing_in_parts()
         self._mine: set[str] = set()
-        self._marking: Token[set[str] | None] | None = None
 
     def add(self, done: list[Remembered]) -> list[Remembered]:
         fresh = [d.id for d in done if d.created]
@@ -166,14 +160,13 @@ class AllOrNothing:
         return done
 
     def __enter__(self) -> AllOrNothing:
-        self._marking = _UNFINISHED.set(self._mine)
+        self._mine = self._parts.__enter__()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if self._marking is not None:
-            _UNFINISHED.reset(self._marking)
+        self._parts.__exit__(None, None, None)
         if not self.created:
             return
         if exc is None:

@@ -174,20 +174,15 @@ class Rows(Protocol):
         """Map each content hash already stored in the profile to its memory id."""
 
     def insert(
-        self,
-        profile: str,
-        items: Sequence[NewMemory],
-        *,
-        supersede_updates: bool = False,
-        unfinished: bool = False,
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
     ) -> list[Stored]:
         """Store items in one transaction; an item whose hash exists returns the existing id.
 
         Each new item supersedes the memories its ``supersedes`` names; with
         ``supersede_updates`` it also supersedes (or is superseded by) the memories it is a
-        probable update of (or that are probable updates of it). ``unfinished``: the new
-        memories are marked as a part of a write that may still take them away
-        (:mod:`slm.store.unfinished`)."""
+        probable update of (or that are probable updates of it). Inside a write of several
+        parts (:func:`slm.store.unfinished.writing_in_parts`) the new memories are marked as
+        ones it may still take away."""
 
     def told(self, profile: str, ids: Sequence[str]) -> dict[str, bool]:
         """Those of ``ids`` stored now, read from the rows themselves (no cache), each with

@@ -26,8 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
-from slm.store import derived, feed, feedback, fields, lifecycle, sql
-from slm.store import unfinished as unfinished_rows
+from slm.store import derived, feed, feedback, fields, lifecycle, sql, unfinished
 from slm.store.base import (
     SCOPE_KEYS_META,
     Cursor,
@@ -49,7 +48,7 @@ K = TypeVar("K", int, str)
 STORED_KEEPS = frozenset({"records", "terms", "event_times", "times", "mentions"})
 
 
-class Relational(ABC):
+class Relational(unfinished.Unfinished, ABC):
     """What both stores do alike (see the module docstring)."""
 
     dialect: ClassVar[Dialect]
@@ -381,12 +380,7 @@ class Relational(ABC):
     # -- writes ---------------------------------------------------------------------------
 
     def insert(
-        self,
-        profile: str,
-        items: Sequence[NewMemory],
-        *,
-        supersede_updates: bool = False,
-        unfinished: bool = False,
+        self, profile: str, items: Sequence[NewMemory], *, supersede_updates: bool = False
     ) -> list[Stored]:
         # What stays valid in the read cache: all but the rows new memories change in the
         # memories already stored (readcache.py).
@@ -420,8 +414,7 @@ class Relational(ABC):
                 if pair is not None:
                     known[item.content_hash] = pair
                 results.append(Stored(*known[item.content_hash], created=pair is not None))
-            if unfinished:
-                unfinished_rows.mark(cur, self.dialect, profile, [id_ for id_, _ in stored])
+            unfinished.mark(cur, self.dialect, profile, [id_ for id_, _ in stored])
             self._insert_vectors(cur, profile, fresh)
             self.recorder.written(key for key, _ in fresh)
             changed.update(key for key, _ in fresh)
@@ -433,38 +426,9 @@ class Relational(ABC):
         return self.change(profile, work, kept=kept)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
-        return self.change(profile, lambda cur: self._delete(cur, profile, ids))
+        return self.change(profile, lambda cur: self._forget(cur, profile, ids))
 
-    def take_back(self, profile: str, ids: Sequence[str]) -> list[str]:
-        def work(cur: Cursor) -> list[str]:
-            return self._delete(
-                cur, profile, sorted(unfinished_rows.marked(cur, self.dialect, profile, ids))
-            )
-
-        return self.change(profile, work)
-
-    def told(self, profile: str, ids: Sequence[str]) -> dict[str, bool]:
-        m = self.mark
-        head = (
-            "SELECT m.id, EXISTS (SELECT 1 FROM unfinished u WHERE u.profile = m.profile "
-            f"AND u.id = m.id) FROM memories m WHERE m.profile = {m} AND m.id"
-        )
-        return {str(id_): bool(held) for id_, held in self.select_in(head, profile, ids)}
-
-    def claim(self, profile: str, ids: Sequence[str]) -> set[str]:
-        def work(cur: Cursor) -> set[str]:
-            unfinished_rows.clear(cur, self.dialect, profile, ids)
-            head = f"SELECT id FROM memories WHERE profile = {self.mark} AND id"
-            return {str(i) for (i,) in self.dialect.rows_in(cur, head, [profile], ids)}
-
-        return self._commit(profile, work, True)
-
-    def finish(self, profile: str, ids: Sequence[str]) -> None:
-        self._commit(
-            profile, lambda cur: unfinished_rows.clear(cur, self.dialect, profile, ids), True
-        )
-
-    def _delete(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]:
+    def _forget(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]:
         m = self.mark
         head = (
             "SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d "
@@ -486,7 +450,6 @@ class Relational(ABC):
         for _, id_, _ in rows:
             lifecycle.reinstate(cur, m, profile, id_)
         removed = {id_ for _, id_, _ in rows}
-        unfinished_rows.clear(cur, self.dialect, profile, sorted(removed))
         return [i for i in dict.fromkeys(ids) if i in removed]
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:

@@ -14,21 +14,49 @@ rollback exclude each other, so a memory anyone was told exists is never taken a
 rollback leaves nothing no one was given: between threads, processes and servers, on both
 stores. A process killed half-way leaves its marks (the write is resumable: storing the same
 again is told those memories exist and claims them).
+
+Which write is one of several parts is said by :func:`writing_in_parts`, around it in the
+thread (or task) that makes it: its parts' inserts mark what they create, and what it
+created so far is its own, never claimed from itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Protocol, TypeVar
 
 from slm.store.base import Cursor
 from slm.store.dialect import Dialect
 
-_SELECT = "SELECT id FROM unfinished WHERE profile = {mark} AND id"
+T = TypeVar("T")
+
+#: While a write of several parts runs in this thread or task: the ids its parts created.
+_CURRENT: ContextVar[set[str] | None] = ContextVar("slm_write_in_parts", default=None)
+
+
+@contextmanager
+def writing_in_parts() -> Iterator[set[str]]:
+    """Around a write of several parts: its inserts mark what they create; the set it
+    gives is what the write counts as its own (it adds each part's created ids)."""
+    created: set[str] = set()
+    token = _CURRENT.set(created)
+    try:
+        yield created
+    finally:
+        _CURRENT.reset(token)
+
+
+def own() -> set[str]:
+    """What the write of several parts running here created so far (empty: none runs)."""
+    created = _CURRENT.get()
+    return created if created is not None else set()
 
 
 def mark(cur: Cursor, dialect: Dialect, profile: str, ids: Sequence[str]) -> None:
-    """Mark ``ids``, just created by a part of an unfinished write."""
-    if ids:
+    """Mark ``ids``, just created, when a write of several parts runs here."""
+    if ids and _CURRENT.get() is not None:
         m = dialect.mark
         cur.executemany(
             f"INSERT INTO unfinished (profile, id) VALUES ({m}, {m}) ON CONFLICT DO NOTHING",
@@ -38,7 +66,7 @@ def mark(cur: Cursor, dialect: Dialect, profile: str, ids: Sequence[str]) -> Non
 
 def marked(cur: Cursor, dialect: Dialect, profile: str, ids: Sequence[str]) -> set[str]:
     """Those of ``ids`` still marked."""
-    head = _SELECT.format(mark=dialect.mark)
+    head = f"SELECT id FROM unfinished WHERE profile = {dialect.mark} AND id"
     return {str(id_) for (id_,) in dialect.rows_in(cur, head, [profile], ids)}
 
 
@@ -48,3 +76,52 @@ def clear(cur: Cursor, dialect: Dialect, profile: str, ids: Sequence[str]) -> No
         among, values = dialect.among("id", part)
         cur.execute(f"DELETE FROM unfinished WHERE profile = {dialect.mark} AND {among}",
                     [profile, *values])  # fmt: skip
+
+
+class _Host(Protocol):
+    """What :class:`Unfinished` needs of the relational store it is part of."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def mark(self) -> str: ...
+
+    def select_in(self, head: str, profile: str, values: Sequence[Any]) -> list[Any]: ...
+
+    def change(self, profile: str | None, work: Callable[[Cursor], T]) -> T: ...
+
+    def _commit(self, profile: str | None, work: Callable[[Cursor], T], lasting: bool) -> T: ...
+
+    def _forget(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]: ...
+
+
+class Unfinished:
+    """The store's side of writes of several parts (:class:`slm.store.base.Rows`):
+    ``told``, ``claim``, ``finish``, ``take_back``, for the relational stores."""
+
+    def told(self: _Host, profile: str, ids: Sequence[str]) -> dict[str, bool]:
+        head = (
+            "SELECT m.id, EXISTS (SELECT 1 FROM unfinished u WHERE u.profile = m.profile "
+            f"AND u.id = m.id) FROM memories m WHERE m.profile = {self.mark} AND m.id"
+        )
+        return {str(id_): bool(held) for id_, held in self.select_in(head, profile, ids)}
+
+    def claim(self: _Host, profile: str, ids: Sequence[str]) -> set[str]:
+        def work(cur: Cursor) -> set[str]:
+            clear(cur, self.dialect, profile, ids)
+            head = f"SELECT id FROM memories WHERE profile = {self.mark} AND id"
+            return {str(i) for (i,) in self.dialect.rows_in(cur, head, [profile], ids)}
+
+        return self._commit(profile, work, True)  # under the write lock; the feed unmoved
+
+    def finish(self: _Host, profile: str, ids: Sequence[str]) -> None:
+        self._commit(profile, lambda cur: clear(cur, self.dialect, profile, ids), True)
+
+    def take_back(self: _Host, profile: str, ids: Sequence[str]) -> list[str]:
+        def work(cur: Cursor) -> list[str]:
+            mine = sorted(marked(cur, self.dialect, profile, ids))
+            clear(cur, self.dialect, profile, mine)
+            return self._forget(cur, profile, mine)
+
+        return self.change(profile, work)
