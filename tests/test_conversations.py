@@ -446,6 +446,32 @@ def test_a_failed_conversation_never_takes_away_what_another_write_was_told_exis
         assert sum(d.created for d in done) == 248 and a.count() == 251
 
 
+def test_a_write_that_finds_a_memory_taken_back_under_it_stores_it_again(
+    store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other order: client B finds the text stored, then the failed write's rollback
+    takes that memory back before B could claim it. B is not told a memory that is gone:
+    it writes the text again and is told it created it."""
+    from slm.store import unfinished
+
+    settings = Settings(embedder="fake")
+    with Memory(**store_at, settings=settings) as a, Memory(**store_at, settings=settings) as b:
+        with unfinished.writing_in_parts():  # part 1 of A's write in parts
+            first = a.remember("user: the train leaves at nine")
+        existing = b.store.existing
+
+        def then_rolled_back(profile: str, hashes: Any) -> dict[str, str]:
+            found = existing(profile, hashes)
+            if found:  # B has read it: A's rollback comes now
+                assert a.store.take_back(profile, [first.id]) == [first.id]
+            return found
+
+        monkeypatch.setattr(b.store, "existing", then_rolled_back)
+        again = b.remember("user: the train leaves at nine")
+        assert again.created and b.get(again.id).content == "user: the train leaves at nine"
+        assert b.count() == 1
+
+
 def test_a_failed_conversation_takes_away_its_own_repeated_texts(
     store_at: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
