@@ -235,6 +235,7 @@ def test_a_postgres_store_without_scopes_is_migrated(postgres_dsn: str) -> None:
                 "UPDATE memories SET content_hash = %s WHERE id = %s", (content_hash(content), id_)
             )
         conn.execute("DROP TABLE changes")  # migration 12, after the scopes
+        conn.execute("DROP TABLE unfinished")  # migration 13
         conn.execute("DELETE FROM slm_schema WHERE version >= 11")
         conn.execute("DELETE FROM slm_meta WHERE key = 'scope keys'")
     with Memory(dsn=postgres_dsn, settings=fake) as memory:
