@@ -282,8 +282,28 @@ def _insert(text: str, node: Node, key: str | None, value: Any) -> str:
     rendered = head + _render(value, indent, unit, nl)
     trailing = _comma_after(text, after, node.end - 1)
     if trailing is not None:
-        return text[: trailing + 1] + nl + indent + rendered + "," + text[trailing + 1 :]
-    return text[:after] + "," + nl + indent + rendered + text[after:]
+        at = _end_of_line(text, trailing + 1)
+        return text[:at] + nl + indent + rendered + "," + text[at:]
+    at = _end_of_line(text, after)
+    return text[:after] + "," + text[after:at] + nl + indent + rendered + text[at:]
+
+
+def _end_of_line(text: str, pos: int) -> int:
+    """Past a comment that ends the line at ``pos`` (it stays with the entry before it);
+    ``pos`` itself when something else follows on the line."""
+    at = pos
+    while at < len(text) and text[at] in " \t":
+        at += 1
+    if text.startswith("//", at):
+        end = text.find("\n", at)
+        at = len(text) if end < 0 else end
+    elif text.startswith("/*", at) and "\n" not in text[at : text.find("*/", at)]:
+        at = text.find("*/", at) + 2
+        while at < len(text) and text[at] in " \t":
+            at += 1
+    if text.startswith("\r\n", at) or text.startswith("\n", at) or at == len(text):
+        return at
+    return pos
 
 
 def _comma_after(text: str, pos: int, limit: int) -> int | None:
