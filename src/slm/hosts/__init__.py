@@ -86,12 +86,12 @@ def setup(chosen: Host, scope: str, place: Place, commands: Commands) -> list[Ch
 def removal(chosen: Host, scopes: list[str], place: Place, ledger: Ledger) -> list[Change]:
     """The changes that take slm out of ``chosen``'s files in ``scopes``."""
     unused = Commands("slm", "slm-hook")  # taking entries out does not depend on them
-    changes = []
-    for scope in scopes:
-        grouped = _by_file(chosen.targets(scope, place, unused))
-        for path, ts in grouped.items():
-            changes.append(plan_undo(path, _chain([t.strip for t in ts]), ledger, _what(ts)))
-    return changes
+    targets = [t for scope in scopes for t in chosen.targets(scope, place, unused)]
+    grouped = _by_file(targets)  # a project that is the home directory: one file, once
+    return [
+        plan_undo(path, _chain([t.strip for t in ts]), ledger, _what(ts))
+        for path, ts in grouped.items()
+    ]
 
 
 def status(chosen: Host, scope: str, place: Place) -> tuple[str, list[Path]]:

@@ -104,10 +104,16 @@ def mcp_json(path: Path, container: str, entry: dict[str, Any]) -> Target:
     where = (container,)
 
     def add(text: str) -> str:
-        found = jsonedit.find(jsonedit.parse(text), (*where, SERVER))
+        before = jsonedit.parse(text)
+        found = jsonedit.find(before, (*where, SERVER))
         if found is not None and found.python() == entry:
             return text
-        return jsonedit.set_member(text, where, SERVER, entry)
+        edited = jsonedit.set_member(text, where, SERVER, entry)
+        expected = before.python() if before.start >= 0 else {}
+        expected.setdefault(container, {})[SERVER] = entry
+        if jsonedit.parse(edited).python() != expected:
+            raise jsonedit.Unreadable(f"{container}.{SERVER} would not read back as written")
+        return edited
 
     def strip(text: str) -> str:
         root = jsonedit.parse(text)
@@ -146,6 +152,9 @@ def hooks_json(path: Path, groups: Mapping[str, dict[str, Any]]) -> Target:
                 continue
             text = _strip_event(text, event, ours, drop_empty=False)
             text = jsonedit.append_element(text, ("hooks", event), group)
+            after = jsonedit.find(jsonedit.parse(text), ("hooks", event))
+            if after is None or [g for g in after.python() if ours(g)] != [group]:
+                raise jsonedit.Unreadable(f"hooks.{event} would not read back as written")
         return text
 
     def strip(text: str) -> str:

@@ -301,9 +301,7 @@ def _end_of_line(text: str, pos: int) -> int:
         at = text.find("*/", at) + 2
         while at < len(text) and text[at] in " \t":
             at += 1
-    if text.startswith("\r\n", at) or text.startswith("\n", at) or at == len(text):
-        return at
-    return pos
+    return at if _ends_line(text, at) else pos
 
 
 def _comma_after(text: str, pos: int, limit: int) -> int | None:
@@ -316,23 +314,35 @@ def _comma_after(text: str, pos: int, limit: int) -> int | None:
 
 
 def _cut(text: str, node: Node, index: int) -> str:
-    """``text`` without member ``index`` of ``node`` and the comma that joined it."""
+    """``text`` without member ``index`` of ``node`` and the comma that joined it: whole
+    lines when the member stands on lines of its own (a comment ending the line before it
+    stays there), else just its span."""
     members = node.members
     member = members[index]
     if len(members) == 1:
         return text[: node.start + 1] + text[node.end - 1 :]
+    begin = _line_start(text, member.start)
+    comma = _comma_after(text, member.node.end, node.end - 1)
+    tail = _end_of_line(text, member.node.end if comma is None else comma + 1)
+    if not text[begin : member.start].strip() and _ends_line(text, tail):
+        end = tail + (2 if text.startswith("\r\n", tail) else 1 if tail < len(text) else 0)
+        cut = text[:begin] + text[end:]
+        if index == len(members) - 1 and comma is None:
+            # the last member had no comma: the one before it loses the comma joining them
+            joined = _comma_after(text, members[index - 1].node.end, node.end - 1)
+            if joined is not None:
+                cut = cut[:joined] + cut[joined + 1 :]
+        return cut
     if index > 0:
         return text[: members[index - 1].node.end] + text[member.node.end :]
-    comma = _comma_after(text, member.node.end, node.end - 1)
     end = members[1].start if comma is None else comma + 1
     while end < len(text) and text[end] in " \t":
         end += 1
-    begin = _line_start(text, member.start)
-    own_line = not text[begin : member.start].strip()
-    if own_line and (text.startswith("\r\n", end) or text.startswith("\n", end)):
-        # both members stand on their own lines: drop whole lines, keep the next one's
-        return text[:begin] + text[_line_start(text, members[1].start) :]
     return text[: member.start] + text[end:]
+
+
+def _ends_line(text: str, pos: int) -> bool:
+    return pos == len(text) or text.startswith("\n", pos) or text.startswith("\r\n", pos)
 
 
 def _line_start(text: str, pos: int) -> int:

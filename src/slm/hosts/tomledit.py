@@ -42,7 +42,8 @@ def set_table(text: str, path: tuple[str, ...], values: dict[str, Any]) -> str:
         if table(data, path) is not None:
             raise Unreadable(f"[{'.'.join(path)}] is written in a form slm cannot edit in place")
         nl = _newline(text)
-        lead = "" if not text or text.endswith(nl + nl) else nl if text.endswith(nl) else nl + nl
+        # one blank line before the table, taken out again with it
+        lead = "" if not text else nl if text.endswith(nl) else nl + nl
         edited = text + lead + block
     else:
         edited = text[: span[0]] + block + text[span[1] :]
@@ -97,7 +98,8 @@ def _header(line: str) -> tuple[str, ...] | None:
 
 def _span(text: str, path: tuple[str, ...]) -> tuple[int, int] | None:
     """Where table ``path`` and its sub-tables are written as ``[headers]``: from its
-    header line to the next header of another table (trailing blank lines left outside)."""
+    header line to the next header of another table (blank and comment lines before that
+    header left outside)."""
     lines = text.splitlines(keepends=True)
     offsets = [0]
     for line in lines:
@@ -110,13 +112,18 @@ def _span(text: str, path: tuple[str, ...]) -> tuple[int, int] | None:
                 start = number
             continue
         if name is not None and name[: len(path)] != path:
-            end = number
-            while end - 1 > start and not lines[end - 1].strip():
-                end -= 1
-            return offsets[start], offsets[end]
+            return offsets[start], offsets[_trim(lines, start, number)]
     if start is None:
         return None
-    return offsets[start], offsets[len(lines)]
+    return offsets[start], offsets[_trim(lines, start, len(lines))]
+
+
+def _trim(lines: list[str], start: int, end: int) -> int:
+    """``end`` moved back over the blank and comment lines that end a table: they belong
+    to what follows."""
+    while end - 1 > start and (not lines[end - 1].strip() or lines[end - 1].lstrip()[:1] == "#"):
+        end -= 1
+    return end
 
 
 def _render(path: tuple[str, ...], values: dict[str, Any], nl: str) -> str:
