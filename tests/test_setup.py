@@ -388,3 +388,43 @@ def test_codex_cli_lists_slm(machine: Machine) -> None:
     assert slm["enabled"] is True
     assert slm["transport"]["command"] == SLM
     assert slm["transport"]["args"] == ["mcp", "--profile", "default"]
+
+
+def test_a_linked_file_stays_a_link_and_keeps_its_mode(machine: Machine) -> None:
+    """A dotfile managed elsewhere (a symbolic link) is edited where it points, and a
+    private file (~/.claude.json is 0600) stays private."""
+    dotfiles = machine.home / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "claude-settings.json"
+    real.write_text(CLAUDE_SETTINGS)
+    (machine.home / ".claude").mkdir()
+    (machine.home / ".claude" / "settings.json").symlink_to(real)
+    private = machine.home / ".claude.json"
+    private.write_text(PLAIN_MCP)
+    private.chmod(0o600)
+    assert run("claude-code").exit_code == 0
+    assert (machine.home / ".claude" / "settings.json").is_symlink()
+    assert "slm-hook" in real.read_text()
+    assert private.stat().st_mode & 0o777 == 0o600
+    assert run("--remove", "claude-code").exit_code == 0
+    assert real.read_text() == CLAUDE_SETTINGS and private.read_text() == PLAIN_MCP
+    assert (machine.home / ".claude" / "settings.json").is_symlink()
+
+
+def test_a_backup_deleted_since_still_lets_remove_take_slm_out(machine: Machine) -> None:
+    path = machine.home / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    path.write_text(JSONC_MCP)
+    assert run("cursor").exit_code == 0
+    (path.parent / "mcp.json.slm-backup").unlink()
+    removed = run("--remove", "cursor")
+    assert removed.exit_code == 0, removed.output
+    assert path.read_text() == JSONC_MCP
+
+
+def test_list_says_when_a_file_cannot_be_read(machine: Machine) -> None:
+    path = machine.home / ".codeium" / "windsurf" / "mcp_config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    rows = {tuple(line.split()[:2]): line for line in run("--list").output.splitlines()}
+    assert " unreadable " in rows[("windsurf", "user")]

@@ -160,8 +160,9 @@ def plan_undo(path: Path, strip: Callable[[str], str], ledger: Ledger, what: str
     before, _ = read(path)
     if entry is not None and before is not None and digest(before) == entry.get("written"):
         backup = entry.get("backup")
-        original = Path(backup).read_bytes() if backup else None
-        return Change(path, before, original, what, restores=True)
+        original = _read_or_none(backup)
+        if not backup or original is not None:  # a backup deleted since: take slm out
+            return Change(path, before, original, what, restores=True)
     return plan(path, strip, what)
 
 
@@ -183,7 +184,7 @@ def finish_undo(changes: list[Change], ledger: Ledger) -> list[str]:
         restored = digest(change.after) == digest(_read_or_none(backup))
         if backup and restored:
             Path(backup).unlink(missing_ok=True)
-        elif backup:
+        elif backup and Path(backup).exists():
             notes.append(f"{change.path} had changed since set-up: only slm's entries were "
                          f"taken out; the file as it was before set-up is in {backup}")  # fmt: skip
         if change.after is None:
