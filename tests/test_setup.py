@@ -428,3 +428,51 @@ def test_list_says_when_a_file_cannot_be_read(machine: Machine) -> None:
     path.write_text("{not json")
     rows = {tuple(line.split()[:2]): line for line in run("--list").output.splitlines()}
     assert " unreadable " in rows[("windsurf", "user")]
+
+
+@pytest.mark.parametrize(
+    ("platform", "env", "desktop", "vscode"),
+    [
+        (
+            "darwin",
+            {},
+            "Library/Application Support/Claude",
+            "Library/Application Support/Code/User",
+        ),
+        ("win32", {"APPDATA": "roaming"}, "roaming/Claude", "roaming/Code/User"),
+        ("linux", {"XDG_CONFIG_HOME": "xdg"}, "xdg/Claude", "xdg/Code/User"),
+        ("linux", {}, ".config/Claude", ".config/Code/User"),
+    ],
+)
+def test_each_systems_user_files(
+    platform: str,
+    env: dict[str, str],
+    desktop: str,
+    vscode: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claude Desktop's and VS Code's per-user files are where each system keeps them."""
+    from slm.hosts import HOSTS, Commands, Place
+
+    monkeypatch.setattr(sys, "platform", platform)
+    given = {k: str(tmp_path / v) for k, v in env.items()}
+    place = Place.here(tmp_path / "project", {"HOME": str(tmp_path), **given})
+    commands = Commands(SLM, "slm-hook")
+    (desktop_file,) = HOSTS["claude-desktop"].targets("user", place, commands)
+    (vscode_file,) = HOSTS["vscode"].targets("user", place, commands)
+    assert desktop_file.path == tmp_path / desktop / "claude_desktop_config.json"
+    assert vscode_file.path == tmp_path / vscode / "mcp.json"
+    (windsurf,) = HOSTS["windsurf"].targets("user", place, commands)
+    assert windsurf.path == tmp_path / ".codeium" / "windsurf" / "mcp_config.json"
+
+
+def test_a_file_that_would_not_read_back_is_refused(machine: Machine) -> None:
+    """A key written twice: the host would read the last one, so slm refuses to guess."""
+    path = machine.home / ".cursor" / "mcp.json"
+    path.parent.mkdir()
+    text = '{"mcpServers": {"slm": {"command": "a"}, "slm": {"command": "b"}}}'
+    path.write_text(text)
+    result = run("cursor")
+    assert result.exit_code != 0 and "would not read back as written" in result.output
+    assert path.read_text() == text and not (path.parent / "mcp.json.slm-backup").exists()
