@@ -54,6 +54,7 @@ def test_a_nested_member_lands_in_its_object(
     document: dict[str, Any], indent: Any, value: Any
 ) -> None:
     document.pop("mcpServers", None)
+    document.pop("a", None)
     servers = {"other": {"command": "x"}}
     text = json.dumps({**document, "mcpServers": servers}, indent=indent)
     added = jsonedit.set_member(text, ("mcpServers",), "slm", value)
