@@ -89,10 +89,8 @@ CASES = [
          {"~/.gemini/settings.json": PLAIN_MCP}),
     Case("gemini-cli", "project", (".gemini/settings.json",),
          {".gemini/settings.json": PLAIN_MCP}),
-    Case("codex-cli", "user", ("~/.codex/config.toml", "~/.codex/hooks.json"),
-         {"~/.codex/config.toml": CODEX_TOML}),
-    Case("codex-cli", "project", (".codex/config.toml", ".codex/hooks.json"),
-         {".codex/config.toml": CODEX_TOML}),
+    Case("codex-cli", "user", ("~/.codex/config.toml",), {"~/.codex/config.toml": CODEX_TOML}),
+    Case("codex-cli", "project", (".codex/config.toml",), {".codex/config.toml": CODEX_TOML}),
 ]  # fmt: skip
 IDS = [f"{c.host}-{c.scope}" for c in CASES]
 
@@ -158,12 +156,8 @@ def check_documented(case: Case, machine: Machine) -> None:
     files = {name: read_as_host(machine.path(name)) for name in case.files}
     mcp_args = ["mcp", "--profile", "default"]
     if case.host == "codex-cli":
-        config, hooks = files.values()
+        (config,) = files.values()
         assert config["mcp_servers"]["slm"] == {"command": SLM, "args": mcp_args}
-        events = hook_commands(hooks)
-        assert set(events) == {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact"}
-        assert all(h["type"] == "command" and h["timeout"] > 0
-                   for g in hooks["hooks"]["Stop"] for h in g["hooks"])  # fmt: skip
     elif case.host == "vscode":
         (config,) = files.values()
         assert config["servers"]["slm"] == {"type": "stdio", "command": SLM, "args": mcp_args}
@@ -175,6 +169,9 @@ def check_documented(case: Case, machine: Machine) -> None:
         events = hook_commands(settings)
         expected = {"SessionStart", "UserPromptSubmit", "Stop", "PreCompact", "SessionEnd"}
         assert expected <= set(events)
+        handlers = [h for gs in settings["hooks"].values() for g in gs for h in g["hooks"]]
+        ours = [h for h in handlers if "slm-hook" in h["command"]]
+        assert len(ours) == 5 and all(h["type"] == "command" and h["timeout"] >= 10 for h in ours)
     elif case.host == "gemini-cli":
         (settings,) = files.values()
         assert settings["mcpServers"]["slm"] == {"command": SLM, "args": mcp_args}
@@ -186,7 +183,7 @@ def check_documented(case: Case, machine: Machine) -> None:
     else:
         (config,) = files.values()
         assert config["mcpServers"]["slm"] == {"command": SLM, "args": mcp_args}
-    if case.host in ("claude-code", "gemini-cli", "codex-cli"):
+    if case.host in ("claude-code", "gemini-cli"):
         hooks = [w for lines in events.values() for w in lines]
         slm_hook = str(Path(sys.executable).parent / "slm-hook")
         for event, lines in events.items():

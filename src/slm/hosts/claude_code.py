@@ -11,9 +11,10 @@ from __future__ import annotations
 from slm.hosts.base import Commands, Host, Place, Target, hooks_json, mcp_json
 
 NAME = "claude-code"
-#: the events slm's hooks answer, with their time budget in seconds (recall, then capture)
+#: the events slm's hooks answer, with the host's time limit in seconds: above what the hook
+#: itself waits (a session's start may start slm's warm process and load the model)
 EVENTS = {
-    "SessionStart": 10,
+    "SessionStart": 30,
     "UserPromptSubmit": 10,
     "Stop": 30,
     "PreCompact": 30,
