@@ -450,7 +450,7 @@ def test_each_systems_user_files(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Claude Desktop's and VS Code's per-user files are where each system keeps them."""
-    from slm.hosts import HOSTS, Commands, Place
+    from slm.hosts.setup import HOSTS, Commands, Place
 
     monkeypatch.setattr(sys, "platform", platform)
     given = {k: str(tmp_path / v) for k, v in env.items()}

@@ -13,9 +13,9 @@ import click
 
 from slm.cli.base import Context
 from slm.errors import ConfigError
-from slm.hosts import HOSTS, Commands, Ledger, Place, host, removal, scope_of, status
-from slm.hosts import setup as plan_setup
 from slm.hosts.edit import Change, apply, finish_undo
+from slm.hosts.setup import HOSTS, Commands, Ledger, Place, host, removal, scope_of, status
+from slm.hosts.setup import setup as plan_setup
 from slm.settings import data_dir
 
 
