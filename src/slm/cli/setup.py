@@ -42,8 +42,8 @@ def setup(
 ) -> None:
     """Connect an agent host to slm: its MCP server, and for claude-code and gemini-cli
     its hooks (recall before a prompt, capture after a turn). HOST is one of: claude-code,
-    claude-desktop, cursor, vscode, windsurf, gemini-cli, codex-cli. The host's memories go to --profile
-    (default: default) in --db (default: slm's usual file)."""
+    claude-desktop, cursor, vscode, windsurf, gemini-cli, codex-cli. The host's memories
+    go to --profile (default: default) in --db (default: slm's usual file)."""
     place = Place.here(Path.cwd())
     if list_hosts:
         _list(place)
