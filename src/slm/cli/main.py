@@ -35,6 +35,7 @@ from slm.cli.output import (
 )
 from slm.cli.profiles import profiles
 from slm.cli.servers import mcp, serve, ui
+from slm.cli.setup import setup
 from slm.cli.transfer import export, import_
 from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
@@ -352,7 +353,7 @@ for _upkeep in (reindex, migrate, backup):
     cli.add_command(_upkeep)
 for _transfer in (import_, export):
     cli.add_command(_transfer)
-for _server in (mcp, serve, ui):
+for _server in (mcp, serve, ui, setup):
     cli.add_command(_server)
 
 
