@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -23,10 +24,14 @@ from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
 from slm.embed.questions import Questions
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
+from slm.history import History
+from slm.history import history as history_of
 from slm.index import Indexes
 from slm.ingest import stage
+from slm.inputs import scope as owners
 from slm.inputs.memories import MemoryInput, check_item
 from slm.inputs.recall import channel_names, check, filters_of
+from slm.inputs.scope import Owner
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, RecallRequest, Remembered, RememberedConversation, content_hash
@@ -35,7 +40,7 @@ from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path, index_dir
 from slm.store import Location, Store, open_store
-from slm.store.base import SCOPE_KEYS_META, FeedbackEvent
+from slm.store.base import SCOPE_KEYS_META, FeedbackEvent, Filters
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -170,12 +175,18 @@ class Memory:
         tags: Sequence[str] = (),
         supersedes: Sequence[str] = (),
         valid_from: datetime | str | None = None,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
     ) -> Remembered:
         """Store one memory and say what was done (it reads as the stored memory too);
-        identical content returns the stored one, with ``created`` False.
+        identical content (of the same owner) returns the stored one, with ``created`` False.
 
         ``supersedes`` names stored memories this one replaces: they stop holding when it
         starts (``valid_from``, default its event time) and recall leaves them out.
+        ``user_id``, ``agent_id``, ``run_id`` (and the store's other scope keys in ``scope``)
+        say whose memory it is: they are kept in its metadata (docs/scopes.md).
         """
         item = MemoryInput(
             content,
@@ -186,6 +197,10 @@ class Memory:
             tags,
             supersedes=supersedes,
             valid_from=valid_from,
+            user_id=user_id,
+            agent_id=agent_id,
+            run_id=run_id,
+            scope=scope,
         )
         return self.store_many([item])[0]
 
@@ -228,22 +243,45 @@ class Memory:
                 field="newer_id",
             )
 
-    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
+    def remember_many(
+        self,
+        items: Iterable[MemoryInput | Mapping[str, Any]],
+        *,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
+    ) -> list[Remembered]:
         """Store a batch in one transaction with batched embedding; what was done with each
         item, in order (:meth:`store_many`). The whole batch is validated first: one bad
-        item rejects the batch and stores nothing."""
-        return self.store_many(items)
+        item rejects the batch and stores nothing. An item may say whose it is
+        (``user_id``...) as :meth:`remember` does; given here, it holds for every item."""
+        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
+        return self.store_many(items if not owner else _owned(items, owner))
 
     def remember_conversation(
-        self, conversation: object, *, session: str | None = None, system: str = "skip"
+        self,
+        conversation: object,
+        *,
+        session: str | None = None,
+        system: str = "skip",
+        metadata: Mapping[str, Any] | str | None = None,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
     ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
         session and time (:mod:`slm.inputs.conversations`). System messages are left out and
-        counted, or with ``system="keep"`` stored as standing instructions. All or nothing:
-        checked whole first, and a failure while storing it leaves none of it stored."""
+        counted, or with ``system="keep"`` stored as standing instructions. ``metadata`` and
+        the owner (``user_id``...) are kept with every message: a conversation stored for
+        two users is two users' memories. All or nothing: checked whole first, and a failure
+        while storing it leaves none of it stored."""
         from slm.inputs import conversations
 
-        read = conversations.read(conversation, session=session, system=system)
+        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
+        extra = owners.into_metadata(metadata, owner)
+        read = conversations.read(conversation, session=session, system=system, metadata=extra)
         with stage.AllOrNothing(self.store, self.profile) as whole:
             done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
         return RememberedConversation(tuple(d for part in done for d in part), read.system_skipped)
@@ -274,12 +312,61 @@ class Memory:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
         check_item(0, item, datetime.now(UTC), False, self.settings.scope_keys)
 
-    def forget(self, ids: str | Iterable[str]) -> list[str]:
-        """Remove memories (and every derived index entry) in one transaction.
+    def forget(
+        self,
+        ids: str | Iterable[str] | None = None,
+        *,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
+        metadata: Mapping[str, Any] | str | None = None,
+        all: bool = False,
+        dry_run: bool = False,
+        missing_ok: bool = False,
+    ) -> list[str]:
+        """Remove memories, and every index entry derived from them, in one transaction;
+        returns the ids removed (with ``dry_run``: the ids that would be, removing nothing).
 
-        Returns the ids that were removed; ids not in this profile are ignored.
+        Either by ``ids``: an id not in this profile is :class:`NotFound`, naming it, and
+        nothing is removed (``missing_ok``: ignored). Or by owner (``user_id``...) and
+        ``metadata`` filter: every memory that matches, chosen and removed at once (all or
+        nothing). Without ids or a filter nothing is removed unless ``all`` is given: then
+        every memory of the profile goes.
         """
-        return self.store.delete(self.profile, validate.memory_ids(ids))
+        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
+        chosen = owners.into_filter(metadata, owner)
+        dry_run = validate.flag(dry_run, "dry_run")
+        if validate.flag(all, "all") and (ids is not None or chosen):
+            raise InvalidInput("all forgets every memory: give it without ids or a filter",
+                               field="all")  # fmt: skip
+        if ids is not None:
+            if chosen:
+                raise InvalidInput(
+                    "forget takes ids or a filter (user_id, metadata...), not both", field="ids"
+                )
+            return self._forget_ids(validate.memory_ids(ids), dry_run, missing_ok)
+        filters = Filters(metadata=validate.metadata_filter(chosen))
+        if not all and filters.is_empty():
+            raise InvalidInput(
+                "forget needs ids, an owner (user_id...) or a metadata filter; to forget every "
+                "memory of the profile, say all",
+                field="ids",
+            )
+        return self.store.delete_matching(self.profile, filters, dry_run)
+
+    def _forget_ids(self, ids: list[str], dry_run: bool, missing_ok: bool) -> list[str]:
+        if not missing_ok or dry_run:
+            held = {r.id for r in self.store.get(self.profile, ids)}
+            missing = [i for i in dict.fromkeys(ids) if i not in held]
+            if missing and not missing_ok:
+                raise NotFound(
+                    f"no memory with id {', '.join(missing)} in profile {self.profile!r} "
+                    "(nothing was forgotten)"
+                )
+            if dry_run:
+                return [i for i in dict.fromkeys(ids) if i in held]
+        return self.store.delete(self.profile, ids)
 
     def feedback(self, memory_id: str, *, useful: bool, query_id: str | None = None) -> float:
         """Record whether a memory was useful, for the recall ``query_id`` names (from its
@@ -353,6 +440,13 @@ class Memory:
             raise NotFound(f"no memory with id {memory_id} in profile {self.profile!r}")
         return found[0]
 
+    def history(self, memory_id: str) -> History:
+        """What memory ``memory_id`` replaced and what replaced it, with times and whether
+        each link was stated (``supersedes``, :meth:`update`) or probable (found at write
+        time); its ``chain`` follows stated links to the version current now
+        (:mod:`slm.history`)."""
+        return history_of(self.store, self.profile, self.get(memory_id))
+
     def get_many(self, memory_ids: Iterable[str]) -> list[MemoryRecord]:
         """The memories with these ids, in the order given; ids not in the profile are
         left out."""
@@ -369,16 +463,37 @@ class Memory:
         before: datetime | str | None = None,
         text: str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
     ) -> list[MemoryRecord]:
         """Memories, most recently recorded first; with ``text``, only those whose content
         contains it (case-insensitive for ASCII letters); with ``metadata``, only those whose
-        metadata holds one of the values given for each key."""
+        metadata holds one of the values given for each key; with ``user_id``... only that
+        owner's."""
         limit, offset = validate.limit_offset(limit, offset)
+        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
+        metadata = owners.into_filter(metadata, owner)
         filters = filters_of(source, tags, after, before, text, metadata)
         return self.store.page(self.profile, limit, offset, filters)
 
-    def count(self) -> int:
-        return self.store.count(self.profile)
+    def count(
+        self,
+        *,
+        metadata: Mapping[str, Any] | str | None = None,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
+    ) -> int:
+        """How many memories the profile holds; with an owner or ``metadata``, how many of
+        them match."""
+        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
+        chosen = owners.into_filter(metadata, owner)
+        if not chosen:
+            return self.store.count(self.profile)
+        return self.store.count(self.profile, Filters(metadata=validate.metadata_filter(chosen)))
 
     def recall(
         self,
@@ -396,6 +511,10 @@ class Memory:
         as_of: datetime | str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
         min_relevance: float | None = None,
+        user_id: Owner = None,
+        agent_id: Owner = None,
+        run_id: Owner = None,
+        scope: Mapping[str, Any] | str | None = None,
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
@@ -404,7 +523,9 @@ class Memory:
         ``channels`` restricts which channels run for this call; ``now`` anchors relative
         time expressions in the query (default: ``as_of``, else the current time).
         Memories superseded by then are left out unless ``include_superseded``; ``as_of``
-        answers with the memories that held at that moment (docs/lifecycle.md). Results whose
+        answers with the memories that held at that moment (docs/lifecycle.md). ``user_id``,
+        ``agent_id``, ``run_id`` (and ``scope``) answer from that owner's memories only
+        (docs/scopes.md). Results whose
         ``relevance_score`` is below ``min_relevance`` (0..1) are left out. With the
         reranker on (``Settings.rerank``), a learned model reorders the top
         (docs/learning.md). The response's ``query_id`` names this recall for
@@ -425,6 +546,10 @@ class Memory:
                 as_of,
                 metadata,
                 min_relevance,
+                user_id,
+                agent_id,
+                run_id,
+                scope,
             )
         )
 
@@ -531,3 +656,18 @@ class Memory:
             "calibration": calibration.describe() if calibration else {"status": "uncalibrated"},
             "reader": self.reader.describe() if self.reader else None,
         }
+
+
+def _owned(
+    items: Iterable[MemoryInput | Mapping[str, Any]], owner: Mapping[str, Any]
+) -> Iterator[MemoryInput | Mapping[str, Any]]:
+    """``items`` with the owner of a whole batch merged into each item's metadata."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput("items must be a list of memories", field="items")
+    for item in items:
+        if isinstance(item, MemoryInput):
+            yield replace(item, metadata=owners.into_metadata(item.metadata, owner))
+        elif isinstance(item, Mapping):
+            yield {**item, "metadata": owners.into_metadata(item.get("metadata"), owner)}
+        else:
+            yield item

@@ -41,7 +41,7 @@ from slm.errors import InvalidInput, NotFound
 from slm.ingest.stage import AllOrNothing
 from slm.inputs.conversations import is_conversation
 from slm.inputs.conversations import read as read_conversation
-from slm.inputs.memories import ITEM_FIELDS
+from slm.inputs.memories import EXPORTED_FIELDS
 from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
@@ -300,7 +300,7 @@ def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
             _export_feedback(memory, handle)
             return written
         for record in records:
-            row = {k: v for k, v in record.to_dict().items() if k in ITEM_FIELDS}
+            row = {k: v for k, v in record.to_dict().items() if k in EXPORTED_FIELDS}
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         written += len(records)
         after = records[-1].key

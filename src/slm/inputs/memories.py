@@ -10,6 +10,7 @@ from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
+from slm.inputs import scope as owners
 from slm.models import NewMemory, content_hash, scope_of
 
 
@@ -32,6 +33,12 @@ class MemoryInput:
     #: until when it held, and what replaced it (an export's validity, carried by import)
     valid_to: datetime | str | None = None
     superseded_by: str | None = None
+    #: whose memory it is (merged into ``metadata``; :mod:`slm.inputs.scope`)
+    user_id: owners.Owner = None
+    agent_id: owners.Owner = None
+    run_id: owners.Owner = None
+    #: values of the store's other scope keys
+    scope: Mapping[str, Any] | str | None = None
 
 
 def check_item(
@@ -68,7 +75,8 @@ def check_item(
             raise InvalidInput("valid_to must not be before valid_from", field="valid_to")
         if superseded_by is not None and valid_to is None:
             raise InvalidInput("superseded_by needs valid_to", field="superseded_by")
-        metadata = validate.metadata(item.metadata)
+        owner = owners.given(scope_keys, item.user_id, item.agent_id, item.run_id, item.scope)
+        metadata = validate.metadata(owners.into_metadata(item.metadata, owner))
         scope = scope_of(metadata, scope_keys)
         return NewMemory(
             content=text,
@@ -94,5 +102,8 @@ def check_item(
         raise
 
 
-#: The fields an item may have (what an export line holds, but ``supersedes``).
+#: The fields an item may have.
 ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))
+#: What an export line holds of them (all but ``supersedes`` and the scope given by name,
+#: which an export's metadata holds).
+EXPORTED_FIELDS = ITEM_FIELDS - {"supersedes", *owners.NAMED, "scope"}

@@ -93,7 +93,7 @@ class SlmStore(BaseStore):
     def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
         old = [r.id for r in self._held(namespace, key)]
         if value is None:
-            self.memory.forget(old)
+            self.memory.forget(old, missing_ok=True)
             return
         text = _text(value)
         plain = {f"lg_v.{k}": v for k, v in value.items() if _plain(v)}
@@ -102,7 +102,7 @@ class SlmStore(BaseStore):
         # Stored first, the old item forgotten after: a refused put leaves the store as it was.
         done = self.memory.remember(text, metadata=metadata)
         if done.created:
-            self.memory.forget(old)
+            self.memory.forget(old, missing_ok=True)
             return
         if done.id not in old:  # the same text is another item of this scope
             where = (
@@ -116,7 +116,7 @@ class SlmStore(BaseStore):
                 field="value",
             )
         if dict(done.metadata) != metadata:  # the same text, another value: stored anew
-            self.memory.forget(old)
+            self.memory.forget(old, missing_ok=True)
             self.memory.remember(text, metadata=metadata)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
