@@ -42,7 +42,7 @@ def given(
         if value is not None:
             out[name] = _value(name, value)
     for key, raw in _scope(scope).items():
-        if key not in NAMED and not _is_scope_key(key, keys):
+        if key not in NAMED and not is_scope_key(key, keys):
             known = ", ".join(keys) or "none"
             raise InvalidInput(
                 f"scope: {_show(key)} is not a scope key of this store (its keys: {known}; "
@@ -94,7 +94,7 @@ def into_filter(metadata: Mapping[str, Any] | str | None, owner: Mapping[str, An
 def owner_of(metadata: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """Whose memory a memory's ``metadata`` says it is: its values under the scope ``keys``
     and the named keys, for showing (empty: nobody's in particular)."""
-    return {k: v for k, v in metadata.items() if k in NAMED or _is_scope_key(k, keys)}
+    return {k: v for k, v in metadata.items() if k in NAMED or is_scope_key(k, keys)}
 
 
 def same(a: object, b: object) -> bool:
@@ -102,7 +102,8 @@ def same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _is_scope_key(key: str, keys: Sequence[str]) -> bool:
+def is_scope_key(key: str, keys: Sequence[str]) -> bool:
+    """Whether ``key`` is one of the scope ``keys`` (or starts as a ``prefix*`` one does)."""
     return any(key == k or (k.endswith("*") and key.startswith(k[:-1])) for k in keys)
 
 
