@@ -361,7 +361,7 @@ class Memory:
             missing = [i for i in dict.fromkeys(ids) if i not in held]
             if missing and not missing_ok:
                 raise NotFound(
-                    f"no memory with id {', '.join(missing)} in profile {self.profile!r} "
+                    f"not found in profile {self.profile!r}: {', '.join(missing)} "
                     "(nothing was forgotten)"
                 )
             if dry_run:
