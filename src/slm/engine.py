@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from slm import validate
 from slm.calibrate.artefact import Calibration, fingerprint
@@ -28,8 +27,9 @@ from slm.history import History
 from slm.history import history as history_of
 from slm.index import Indexes
 from slm.ingest import stage
+from slm.inputs import forgetting
 from slm.inputs import scope as owners
-from slm.inputs.memories import MemoryInput, check_item
+from slm.inputs.memories import MemoryInput, check_item, owned_items
 from slm.inputs.recall import channel_names, check, filters_of
 from slm.inputs.scope import Owner
 from slm.learn.adapt import Learning, feedback_event
@@ -175,18 +175,15 @@ class Memory:
         tags: Sequence[str] = (),
         supersedes: Sequence[str] = (),
         valid_from: datetime | str | None = None,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> Remembered:
         """Store one memory and say what was done (it reads as the stored memory too);
         identical content (of the same owner) returns the stored one, with ``created`` False.
 
         ``supersedes`` names stored memories this one replaces: they stop holding when it
         starts (``valid_from``, default its event time) and recall leaves them out.
-        ``user_id``, ``agent_id``, ``run_id`` (and the store's other scope keys in ``scope``)
-        say whose memory it is: they are kept in its metadata (docs/scopes.md).
+        The owner, ``user_id``, ``agent_id``, ``run_id`` (the store's other scope keys in
+        ``scope``), says whose memory it is: it is kept in its metadata (docs/scopes.md).
         """
         item = MemoryInput(
             content,
@@ -197,10 +194,7 @@ class Memory:
             tags,
             supersedes=supersedes,
             valid_from=valid_from,
-            user_id=user_id,
-            agent_id=agent_id,
-            run_id=run_id,
-            scope=scope,
+            **owner,
         )
         return self.store_many([item])[0]
 
@@ -246,18 +240,14 @@ class Memory:
     def remember_many(
         self,
         items: Iterable[MemoryInput | Mapping[str, Any]],
-        *,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> list[Remembered]:
         """Store a batch in one transaction with batched embedding; what was done with each
         item, in order (:meth:`store_many`). The whole batch is validated first: one bad
         item rejects the batch and stores nothing. An item may say whose it is
         (``user_id``...) as :meth:`remember` does; given here, it holds for every item."""
-        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
-        return self.store_many(items if not owner else _owned(items, owner))
+        batch = self._owner(owner)
+        return self.store_many(owned_items(items, batch) if batch else items)
 
     def remember_conversation(
         self,
@@ -266,21 +256,16 @@ class Memory:
         session: str | None = None,
         system: str = "skip",
         metadata: Mapping[str, Any] | str | None = None,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
         session and time (:mod:`slm.inputs.conversations`). System messages are left out and
         counted, or with ``system="keep"`` stored as standing instructions. ``metadata`` and
-        the owner (``user_id``...) are kept with every message: a conversation stored for
-        two users is two users' memories. All or nothing: checked whole first, and a failure
-        while storing it leaves none of it stored."""
+        the owner (``user_id``...) are kept with every message. All or nothing: checked whole
+        first, and a failure while storing it leaves none of it stored."""
         from slm.inputs import conversations
 
-        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
-        extra = owners.into_metadata(metadata, owner)
+        extra = owners.into_metadata(metadata, self._owner(owner))
         read = conversations.read(conversation, session=session, system=system, metadata=extra)
         with stage.AllOrNothing(self.store, self.profile) as whole:
             done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
@@ -308,6 +293,10 @@ class Memory:
             self.store, self.indexes.vectors, self.profile, self.embedder, checked, auto=auto
         )
 
+    def _owner(self, owner: Owner) -> dict[str, Any]:
+        """The owner given by name, checked against the store's scope keys."""
+        return owners.given(self.settings.scope_keys, **owner)
+
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
         check_item(0, item, datetime.now(UTC), False, self.settings.scope_keys)
@@ -316,57 +305,27 @@ class Memory:
         self,
         ids: str | Iterable[str] | None = None,
         *,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
         all: bool = False,
         dry_run: bool = False,
         missing_ok: bool = False,
+        **owner: Unpack[Owner],
     ) -> list[str]:
         """Remove memories, and every index entry derived from them, in one transaction;
-        returns the ids removed (with ``dry_run``: the ids that would be, removing nothing).
-
-        Either by ``ids``: an id not in this profile is :class:`NotFound`, naming it, and
-        nothing is removed (``missing_ok``: ignored). Or by owner (``user_id``...) and
-        ``metadata`` filter: every memory that matches, chosen and removed at once (all or
-        nothing). Without ids or a filter nothing is removed unless ``all`` is given: then
-        every memory of the profile goes.
-        """
-        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
-        chosen = owners.into_filter(metadata, owner)
-        dry_run = validate.flag(dry_run, "dry_run")
-        if validate.flag(all, "all") and (ids is not None or chosen):
-            raise InvalidInput("all forgets every memory: give it without ids or a filter",
-                               field="all")  # fmt: skip
-        if ids is not None:
-            if chosen:
-                raise InvalidInput(
-                    "forget takes ids or a filter (user_id, metadata...), not both", field="ids"
-                )
-            return self._forget_ids(validate.memory_ids(ids), dry_run, missing_ok)
-        filters = Filters(metadata=validate.metadata_filter(chosen))
-        if not all and filters.is_empty():
-            raise InvalidInput(
-                "forget needs ids, an owner (user_id...) or a metadata filter; to forget every "
-                "memory of the profile, say all",
-                field="ids",
-            )
-        return self.store.delete_matching(self.profile, filters, dry_run)
-
-    def _forget_ids(self, ids: list[str], dry_run: bool, missing_ok: bool) -> list[str]:
-        if not missing_ok or dry_run:
-            held = {r.id for r in self.store.get(self.profile, ids)}
-            missing = [i for i in dict.fromkeys(ids) if i not in held]
-            if missing and not missing_ok:
-                raise NotFound(
-                    f"not found in profile {self.profile!r}: {', '.join(missing)} "
-                    "(nothing was forgotten)"
-                )
-            if dry_run:
-                return [i for i in dict.fromkeys(ids) if i in held]
-        return self.store.delete(self.profile, ids)
+        the ids removed (``dry_run``: that would be). By ``ids`` (one not in the profile is
+        :class:`NotFound` and none is removed, unless ``missing_ok``), or every memory of an
+        owner (``user_id``...) or ``metadata`` filter, or with ``all`` every one."""
+        asked = forgetting.check(ids, self._owner(owner), metadata, all, dry_run)
+        if asked.ids is None:
+            return self.store.delete_matching(self.profile, asked.filters, asked.dry_run)
+        held = {r.id for r in self.store.get(self.profile, asked.ids)}
+        missing = [i for i in dict.fromkeys(asked.ids) if i not in held]
+        if missing and not missing_ok:
+            gone = f"{', '.join(missing)} (nothing was forgotten)"
+            raise NotFound(f"not found in profile {self.profile!r}: {gone}")
+        if asked.dry_run:
+            return [i for i in dict.fromkeys(asked.ids) if i in held]
+        return self.store.delete(self.profile, asked.ids)
 
     def feedback(self, memory_id: str, *, useful: bool, query_id: str | None = None) -> float:
         """Record whether a memory was useful, for the recall ``query_id`` names (from its
@@ -441,10 +400,8 @@ class Memory:
         return found[0]
 
     def history(self, memory_id: str) -> History:
-        """What memory ``memory_id`` replaced and what replaced it, with times and whether
-        each link was stated (``supersedes``, :meth:`update`) or probable (found at write
-        time); its ``chain`` follows stated links to the version current now
-        (:mod:`slm.history`)."""
+        """What memory ``memory_id`` replaced and what replaced it, stated or probable, and
+        its versions to the current one (:mod:`slm.history`)."""
         return history_of(self.store, self.profile, self.get(memory_id))
 
     def get_many(self, memory_ids: Iterable[str]) -> list[MemoryRecord]:
@@ -463,36 +420,22 @@ class Memory:
         before: datetime | str | None = None,
         text: str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> list[MemoryRecord]:
         """Memories, most recently recorded first; with ``text``, only those whose content
         contains it (case-insensitive for ASCII letters); with ``metadata``, only those whose
         metadata holds one of the values given for each key; with ``user_id``... only that
         owner's."""
         limit, offset = validate.limit_offset(limit, offset)
-        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
-        metadata = owners.into_filter(metadata, owner)
+        metadata = owners.into_filter(metadata, self._owner(owner))
         filters = filters_of(source, tags, after, before, text, metadata)
         return self.store.page(self.profile, limit, offset, filters)
 
     def count(
-        self,
-        *,
-        metadata: Mapping[str, Any] | str | None = None,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        self, *, metadata: Mapping[str, Any] | str | None = None, **owner: Unpack[Owner]
     ) -> int:
-        """How many memories the profile holds; with an owner or ``metadata``, how many of
-        them match."""
-        owner = owners.given(self.settings.scope_keys, user_id, agent_id, run_id, scope)
-        chosen = owners.into_filter(metadata, owner)
-        if not chosen:
-            return self.store.count(self.profile)
+        """How many memories the profile holds (of an owner, or matching ``metadata``)."""
+        chosen = owners.into_filter(metadata, self._owner(owner))
         return self.store.count(self.profile, Filters(metadata=validate.metadata_filter(chosen)))
 
     def recall(
@@ -511,10 +454,7 @@ class Memory:
         as_of: datetime | str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
         min_relevance: float | None = None,
-        user_id: Owner = None,
-        agent_id: Owner = None,
-        run_id: Owner = None,
-        scope: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
@@ -546,10 +486,7 @@ class Memory:
                 as_of,
                 metadata,
                 min_relevance,
-                user_id,
-                agent_id,
-                run_id,
-                scope,
+                **owner,
             )
         )
 
@@ -656,18 +593,3 @@ class Memory:
             "calibration": calibration.describe() if calibration else {"status": "uncalibrated"},
             "reader": self.reader.describe() if self.reader else None,
         }
-
-
-def _owned(
-    items: Iterable[MemoryInput | Mapping[str, Any]], owner: Mapping[str, Any]
-) -> Iterator[MemoryInput | Mapping[str, Any]]:
-    """``items`` with the owner of a whole batch merged into each item's metadata."""
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
-        raise InvalidInput("items must be a list of memories", field="items")
-    for item in items:
-        if isinstance(item, MemoryInput):
-            yield replace(item, metadata=owners.into_metadata(item.metadata, owner))
-        elif isinstance(item, Mapping):
-            yield {**item, "metadata": owners.into_metadata(item.get("metadata"), owner)}
-        else:
-            yield item

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -34,9 +34,9 @@ class MemoryInput:
     valid_to: datetime | str | None = None
     superseded_by: str | None = None
     #: whose memory it is (merged into ``metadata``; :mod:`slm.inputs.scope`)
-    user_id: owners.Owner = None
-    agent_id: owners.Owner = None
-    run_id: owners.Owner = None
+    user_id: owners.OwnerId = None
+    agent_id: owners.OwnerId = None
+    run_id: owners.OwnerId = None
     #: values of the store's other scope keys
     scope: Mapping[str, Any] | str | None = None
 
@@ -100,6 +100,20 @@ def check_item(
         if numbered:
             raise InvalidInput(f"item {index}: {exc}", field=exc.field, index=index) from None
         raise
+
+
+def owned_items(items: Iterable[Any], owner: Mapping[str, Any]) -> Iterator[Any]:
+    """The items of a batch (``MemoryInput`` or mappings) with the owner of the whole batch
+    merged into each one's metadata; anything else as it is, for the batch's check."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput("items must be a list of memories", field="items")
+    for item in items:
+        if isinstance(item, MemoryInput):
+            yield replace(item, metadata=owners.into_metadata(item.metadata, owner))
+        elif isinstance(item, Mapping):
+            yield {**item, "metadata": owners.into_metadata(item.get("metadata"), owner)}
+        else:
+            yield item
 
 
 #: The fields an item may have.

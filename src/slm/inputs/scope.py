@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from slm import validate
 from slm.errors import InvalidInput
@@ -23,14 +23,26 @@ NAMED = ("user_id", "agent_id", "run_id")
 #: The longest text a scope value may be.
 MAX_VALUE_CHARS = 256
 
-Owner = str | int | None
+#: A scope value given by name: text or a number (None: not given).
+OwnerId = str | int | None
+
+
+class Owner(TypedDict, total=False):
+    """Whose memory, as every call takes it: ``**owner`` keyword arguments."""
+
+    #: the user it belongs to, or whose memories to read
+    user_id: OwnerId
+    agent_id: OwnerId
+    run_id: OwnerId
+    #: values of the store's other scope keys (``{"tenant": "acme"}``)
+    scope: Mapping[str, Any] | str | None
 
 
 def given(
     keys: Sequence[str],
-    user_id: Owner = None,
-    agent_id: Owner = None,
-    run_id: Owner = None,
+    user_id: OwnerId = None,
+    agent_id: OwnerId = None,
+    run_id: OwnerId = None,
     scope: Mapping[str, Any] | str | None = None,
 ) -> dict[str, Any]:
     """The scope the arguments name, checked: ``user_id``, ``agent_id`` and ``run_id`` (None:
@@ -89,12 +101,6 @@ def into_filter(metadata: Mapping[str, Any] | str | None, owner: Mapping[str, An
             )
         merged[key] = [value]
     return merged
-
-
-def owner_of(metadata: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
-    """Whose memory a memory's ``metadata`` says it is: its values under the scope ``keys``
-    and the named keys, for showing (empty: nobody's in particular)."""
-    return {k: v for k, v in metadata.items() if k in NAMED or is_scope_key(k, keys)}
 
 
 def same(a: object, b: object) -> bool:

@@ -149,10 +149,5 @@ def scan_sql(mark: str) -> str:
     )
 
 
-def ids_sql(where: str) -> str:
-    """The ids of the memories passing ``where``."""
-    return f"SELECT id FROM memories WHERE {where}"
-
-
 def count_sql(where: str) -> str:
     return f"SELECT count(*) FROM memories WHERE {where}"
