@@ -417,6 +417,7 @@ def test_users_by_name_forget_a_user_and_history(tmp_path: Path, run) -> None:  
     assert {m["metadata"]["user_id"] for m in mine} == {"bob"} and len(mine) == 2
     found = run("recall", "dark mode", "--user", "bob")
     assert "user bob" in found.stdout and "alice" not in found.stdout
+    assert "(user bob) I prefer dark mode" in run("trace", "dark mode", "--user", "bob").stdout
     traced = json.loads(run("trace", "dark mode", "--user", "bob", "--json").stdout)
     assert {r["metadata"]["user_id"] for r in traced["results"]} == {"bob"}
     assert "trace" in traced

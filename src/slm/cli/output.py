@@ -234,9 +234,11 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
         click.echo(abstention(response, (trace.get("min_relevance") or {}).get("min_relevance")))
     for result, detail in zip(response.results, trace["results"], strict=True):
         ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
+        whose = owner(result.memory.metadata)
         click.echo(
             f"{result.rank_position:>2}. [relevance {result.relevance_score:.2f}] "
-            f"{one_line(result.memory.content)}"
+            + (f"({whose}) " if whose else "")
+            + one_line(result.memory.content)
         )
         click.echo(
             f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "
