@@ -801,6 +801,9 @@ def test_users_by_name_on_every_endpoint(client: httpx.Client) -> None:
 
     listed = client.get("/v1/memories", headers=headers, params={"user_id": "erin"})
     assert listed.status_code == 200 and listed.json() == {"memories": []}
+    # the store's other scope keys are parameters by name (lg_ns.* is one of the default keys)
+    other = client.get("/v1/memories", headers=headers, params={"lg_ns.0": "users"})
+    assert other.status_code == 200 and other.json() == {"memories": []}
     alice = client.get("/v1/memories", headers=headers, params={"user_id": "alice"}).json()
     assert {m["metadata"]["user_id"] for m in alice["memories"]} == {"alice"}
     assert len(alice["memories"]) == 3
