@@ -113,7 +113,7 @@ def _owner(
     the store's other scope keys (``?tenant=acme``), as text, in the query string."""
     keys = memory.settings.scope_keys
     other = {k: v for k, v in request.query_params.items() if owners.is_scope_key(k, keys)}
-    named = {k: v for k, v in (("user_id", user_id), ("agent_id", agent_id), ("run_id", run_id))}
+    named = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
     return owners.given(keys, **named, scope={k: v for k, v in other.items() if k not in named})
 
 
@@ -286,10 +286,8 @@ def _add_routes(app: FastAPI) -> None:
     def forget(
         memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem
     ) -> JSONResponse:
-        """Remove one memory from every index."""
-        if not memory.forget([memory_id]):
-            raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
-        return JSONResponse({"forgotten": [memory_id]})
+        """Remove one memory from every index (404 when the profile does not hold it)."""
+        return JSONResponse({"forgotten": memory.forget([memory_id])})
 
     @app.delete("/v1/memories", responses=ok(None))
     def forget_matching(
