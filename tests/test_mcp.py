@@ -254,6 +254,8 @@ def test_users_by_name_conversations_forget_and_history(tmp_path: Path) -> None:
         assert data(await client.call_tool("list_recent", {"user_id": "bob"}))["memories"]
         refused = error_text(await client.call_tool("forget", {}))
         assert "forget needs ids" in refused
+        both = {"ids": [mine["id"]], "user_id": "bob"}
+        assert "not both" in error_text(await client.call_tool("forget", both))
         typo = error_text(await client.call_tool("recall", {"query": "x", "usr_id": "bob"}))
         assert "usr_id" in typo
         newer = data(

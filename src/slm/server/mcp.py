@@ -324,19 +324,19 @@ def build_server(memory: Memory) -> MCPServer:
         ] = False,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            if ids is not None:
-                removed = memory.forget(ids, dry_run=dry_run, missing_ok=True)
-                missing = [i for i in dict.fromkeys(ids) if i not in removed]
-                key = "would_forget" if dry_run else "forgotten"
-                return {key: removed, "not_found": missing}
             gone = memory.forget(
+                ids,
                 metadata=metadata,
                 user_id=user_id,
                 agent_id=agent_id,
                 run_id=run_id,
                 scope=scope,
                 dry_run=dry_run,
+                missing_ok=True,  # by ids: those it does not hold are named
             )
+            if ids is not None:
+                missing = [i for i in dict.fromkeys(ids) if i not in gone]
+                return {"would_forget" if dry_run else "forgotten": gone, "not_found": missing}
             if dry_run:
                 return {"dry_run": True, "count": len(gone), "ids": gone}
             return {"forgotten": gone, "count": len(gone)}
