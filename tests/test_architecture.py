@@ -18,7 +18,7 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "index", "ingest", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "inputs", "related", "profiles", "aio", "copy"},
+    {"engine", "inputs", "related", "history", "profiles", "aio", "copy"},
     {"cli", "server", "integrations", "hosts", "__init__", "__main__"},
 ]  # fmt: skip
 
