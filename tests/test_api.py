@@ -109,7 +109,7 @@ def test_forget_removes_from_every_index(memory: Memory) -> None:
     keep = memory.remember("apples are red and crunchy")
     gone = memory.remember("bananas are yellow and soft")
     assert gone.id in memory.recall("yellow bananas").ids
-    assert memory.forget([gone.id, "0123456789abcdef"]) == [gone.id]
+    assert memory.forget([gone.id, "0123456789abcdef"], missing_ok=True) == [gone.id]
     assert memory.count() == 1
     with pytest.raises(NotFound):
         memory.get(gone.id)
@@ -141,7 +141,9 @@ def test_profiles_are_isolated(store_at: dict[str, Any]) -> None:
         )
         assert [r.content for r in bob.list()] == ["bob likes trains"]
         assert bob.count() == 1
-        assert bob.forget([secret.id]) == []
+        with pytest.raises(NotFound):
+            bob.forget([secret.id])
+        assert bob.forget([secret.id], missing_ok=True) == []
         with pytest.raises(NotFound):
             bob.get(secret.id)
         assert alice.get(secret.id).content == secret.content
@@ -231,7 +233,8 @@ def test_a_recall_request_is_one_value_logged_and_replayed(tmp_path: Path) -> No
         memory.learning.flush()
         entry = memory.learning.logged_recall(by_value.query_id or "")
         kept = json.loads(entry.request)
-        assert set(kept) == set(LOGGED_OPTIONS) - {"metadata", "min_relevance"}
+        given_only = {"metadata", "min_relevance", "user_id", "agent_id", "run_id", "scope"}
+        assert set(kept) == set(LOGGED_OPTIONS) - given_only
         assert RecallRequest.from_log(kept) == RecallRequest(
             "Priya cats", k=3, tags=["health"], now="2025-01-01T00:00:00Z"
         )

@@ -18,8 +18,8 @@ LAYERS: list[set[str]] = [
     {"embed", "store", "index", "ingest", "settings"},
     {"channels"},
     {"recall", "learn", "calibrate"},
-    {"engine", "inputs", "related", "profiles", "aio", "copy"},
-    {"cli", "server", "integrations", "__init__", "__main__"},
+    {"engine", "inputs", "related", "history", "profiles", "aio", "copy"},
+    {"cli", "server", "integrations", "hosts", "__init__", "__main__"},
 ]  # fmt: skip
 
 

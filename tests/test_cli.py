@@ -475,3 +475,58 @@ def test_import_of_an_endless_line_is_refused_promptly(tmp_path: Path) -> None:
     assert piped.returncode == 1 and "error: line 1: longer than" in piped.stderr
     assert time.monotonic() - started < 30
     assert slm_process(tmp_path, "list", "--where", "a=" + "[" * 100_000).returncode == 1
+
+
+def test_users_by_name_forget_a_user_and_history(tmp_path: Path, run) -> None:  # type: ignore[no-untyped-def]
+    """Issue 61 on the command line: --user on remember, import, list, recall, trace and
+    forget; whose memory a line is; forgetting a user counts, asks and goes whole; history."""
+    for user in ("alice", "bob"):
+        assert run("remember", "I prefer dark mode", "--user", user).stdout.startswith(
+            "remembered "
+        )
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "I live in Porto."}]))
+    for user in ("alice", "bob"):
+        imported = json.loads(run("import", str(chat), "--user", user, "--json").stdout)
+        assert imported["stored"] == 1
+    listed = run("list", "--user", "alice")
+    assert listed.stdout.count("user alice") == 2 and "bob" not in listed.stdout
+    mine = json.loads(run("list", "--user", "bob", "--json").stdout)["memories"]
+    assert {m["metadata"]["user_id"] for m in mine} == {"bob"} and len(mine) == 2
+    found = run("recall", "dark mode", "--user", "bob")
+    assert "user bob" in found.stdout and "alice" not in found.stdout
+    assert "(user bob) I prefer dark mode" in run("trace", "dark mode", "--user", "bob").stdout
+    traced = json.loads(run("trace", "dark mode", "--user", "bob", "--json").stdout)
+    assert {r["metadata"]["user_id"] for r in traced["results"]} == {"bob"}
+    assert "trace" in traced
+    # recall - reads the question from standard input
+    asked = CliRunner().invoke(cli, ["recall", "-", "--user", "bob", "--json"], input="dark mode\n")
+    assert json.loads(asked.stdout)["query"] == "dark mode"
+    assert json.loads(asked.stdout)["results"][0]["metadata"]["user_id"] == "bob"
+
+    counted = json.loads(run("forget", "--user", "alice", "--dry-run", "--json").stdout)
+    assert counted["count"] == 2
+    unasked = run("forget", "--user", "alice")  # standard input is no terminal: no question
+    assert unasked.exit_code == 1 and "--yes" in unasked.stderr
+    assert len(json.loads(run("list", "--json").stdout)["memories"]) == 4
+    assert run("forget").exit_code != 0  # nothing named: nothing forgotten
+    gone = run("forget", "--user", "alice", "--yes")
+    assert gone.stdout.strip() == "forgot 2 memories"
+    left = json.loads(run("list", "--json").stdout)["memories"]
+    assert {m["metadata"]["user_id"] for m in left} == {"bob"}
+
+    old = next(m for m in left if "dark" in m["content"])
+    newer = json.loads(run("update", old["id"], "I prefer light mode", "--json").stdout)
+    told = json.loads(run("history", old["id"], "--json").stdout)
+    assert told["current"] == newer["id"]
+    shown = run("history", old["id"]).stdout
+    assert f"replaced by {newer['id']} (stated" in shown and "light mode" in shown
+
+
+@pytest.mark.parametrize(
+    ("typed", "ours"), [("search", "recall"), ("add", "remember"), ("delete", "forget")]
+)
+def test_other_tools_command_names_point_to_ours(run, typed: str, ours: str) -> None:  # type: ignore[no-untyped-def]
+    result = run(typed, "x")
+    assert result.exit_code == 2
+    assert f"slm calls it '{ours}'" in result.stderr and len(result.stderr.splitlines()) == 1

@@ -497,6 +497,8 @@ OPERATIONS = [
     ("GET", "/v1/memories"),
     ("GET", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}"),
+    ("DELETE", "/v1/memories"),
+    ("GET", "/v1/memories/{memory_id}/history"),
     ("PATCH", "/v1/memories/{memory_id}"),
     ("DELETE", "/v1/memories/{memory_id}/replaced-by/{newer_id}"),
     ("GET", "/v1/health"),
@@ -767,3 +769,95 @@ def test_recall_leaves_out_what_is_below_a_minimum_relevance(client: httpx.Clien
         error = error_of(refused)
         assert error["type"] == "invalid_input" and error["field"] == "min_relevance"
         assert said in error["message"]
+
+
+def test_users_by_name_on_every_endpoint(client: httpx.Client) -> None:
+    """Issue 61: the owner in the body and the query string; a query parameter no
+    operation takes is a 400 naming it, never a listing of everyone."""
+    headers = {"X-SLM-Profile": "users"}
+    chat = [{"role": "user", "content": "I live in Porto."}, {"role": "user", "content": "Hi"}]
+    mine = {}
+    for user in ("alice", "bob"):
+        made = client.post(
+            "/v1/memories", headers=headers, json={"content": "I am a nurse", "user_id": user}
+        )
+        assert made.status_code == 201 and made.json()["metadata"] == {"user_id": user}
+        mine[user] = made.json()["id"]
+        talk = client.post(
+            "/v1/conversations",
+            headers=headers,
+            json={"messages": chat, "user_id": user, "metadata": {"app": "rest"}},
+        )
+        assert talk.status_code == 201, talk.text
+        for stored in talk.json()["memories"]:
+            assert stored["created"] and stored["metadata"]["user_id"] == user
+            assert stored["metadata"]["app"] == "rest"
+    batch = client.post(
+        "/v1/memories",
+        headers=headers,
+        json={"memories": [{"content": "Likes tea", "user_id": "carol", "run_id": 7}]},
+    )
+    assert batch.json()["memories"][0]["metadata"] == {"user_id": "carol", "run_id": 7}
+
+    listed = client.get("/v1/memories", headers=headers, params={"user_id": "erin"})
+    assert listed.status_code == 200 and listed.json() == {"memories": []}
+    # the store's other scope keys are parameters by name (lg_ns.* is one of the default keys)
+    other = client.get("/v1/memories", headers=headers, params={"lg_ns.0": "users"})
+    assert other.status_code == 200 and other.json() == {"memories": []}
+    alice = client.get("/v1/memories", headers=headers, params={"user_id": "alice"}).json()
+    assert {m["metadata"]["user_id"] for m in alice["memories"]} == {"alice"}
+    assert len(alice["memories"]) == 3
+    recalled = client.post("/v1/recall", headers=headers, json={"query": "nurse", "user_id": "bob"})
+    assert [r["id"] for r in recalled.json()["results"]] == [mine["bob"]]
+    for method, path, params in (
+        ("GET", "/v1/memories", {"usr_id": "erin"}),
+        ("POST", "/v1/recall", {"user_id": "bob"}),  # the recall's options are its body
+        ("DELETE", "/v1/memories", {"usr_id": "alice"}),
+        ("GET", f"/v1/memories/{mine['bob']}", {"verbose": "1"}),
+    ):
+        body = {"query": "nurse"} if method == "POST" else None
+        refused = client.request(method, path, headers=headers, params=params, json=body)
+        assert refused.status_code == 400, (path, refused.text)
+        assert error_of(refused)["field"] == next(iter(params))
+    conflict = client.post(
+        "/v1/recall",
+        headers=headers,
+        json={"query": "nurse", "user_id": "bob", "metadata": {"user_id": "alice"}},
+    )
+    assert conflict.status_code == 400 and error_of(conflict)["field"] == "user_id"
+
+    # forget a user: a dry run counts, then everything of theirs goes, nothing of bob's
+    everything = client.delete("/v1/memories", headers=headers)
+    assert everything.status_code == 400
+    counted = client.delete(
+        "/v1/memories", headers=headers, params={"user_id": "alice", "dry_run": "true"}
+    )
+    assert counted.json()["count"] == 3 and counted.json()["dry_run"] is True
+    gone = client.delete("/v1/memories", headers=headers, params={"user_id": "alice"})
+    assert gone.status_code == 200 and gone.json()["count"] == 3
+    assert client.get("/v1/memories", headers=headers, params={"user_id": "alice"}).json() == {
+        "memories": []
+    }
+    assert (
+        len(
+            client.get("/v1/memories", headers=headers, params={"user_id": "bob"}).json()[
+                "memories"
+            ]
+        )
+        == 3
+    )
+    assert client.get(f"/v1/memories/{mine['bob']}", headers=headers).status_code == 200
+
+    # history: the old id is one call from what replaced it
+    newer = client.patch(
+        f"/v1/memories/{mine['bob']}", headers=headers, json={"content": "I am a doctor"}
+    ).json()
+    told = client.get(f"/v1/memories/{mine['bob']}/history", headers=headers).json()
+    assert told["current"] == newer["id"]
+    assert [(ln["newer"]["id"], ln["kind"]) for ln in told["replaced_by"]] == [
+        (newer["id"], "stated")
+    ]
+    missing = client.get("/v1/memories/0123456789abcdef/history", headers=headers)
+    assert missing.status_code == 404
+    wiped = client.delete("/v1/memories", headers=headers, params={"all": "true"})
+    assert wiped.json()["count"] == 5

@@ -126,3 +126,28 @@ def test_a_langgraph_agent_remembers_and_answers_through_slm(memory: Memory) -> 
     assert store.get(("users", "tom"), "fact-0") is None
     with pytest.raises(Exception, match="already stored under key"):
         store.put(("users", "maya"), "copy", {"text": "Maya moved to Lisbon."})
+
+
+def test_the_adapters_read_and_write_one_users_memories(memory: Memory) -> None:
+    """Issue 61: an owner given to an adapter holds for every call it makes."""
+    from slm.integrations.langchain import SlmRetriever
+    from slm.integrations.langgraph import SlmStore
+    from slm.integrations.llamaindex import SlmLlamaRetriever
+
+    memory.remember_conversation(CHAT, user_id="maya")
+    memory.remember("I live in Oslo.", user_id="tom")
+    for user, city in (("maya", "Lisbon"), ("tom", "Oslo")):
+        documents = SlmRetriever(memory=memory, k=5, user_id=user).invoke("Where do I live?")
+        assert city in documents[0].page_content
+        assert {d.metadata["user_id"] for d in documents} == {user}
+        nodes = SlmLlamaRetriever(memory, k=5, user_id=user).retrieve("Where do I live?")
+        assert {n.node.metadata["user_id"] for n in nodes} == {user}
+    maya, tom = SlmStore(memory, user_id="maya"), SlmStore(memory, user_id="tom")
+    maya.put(("prefs",), "seat", {"text": "Window seat please"})
+    maya.put(("prefs",), "seat", {"text": "Window seat please", "kind": "travel"})
+    assert tom.get(("prefs",), "seat") is None and tom.list_namespaces() == []
+    held = maya.get(("prefs",), "seat")
+    assert held is not None and held.value["kind"] == "travel"
+    assert [r.metadata["user_id"] for r in memory.list(metadata={"lg_key": "seat"})] == ["maya"]
+    assert [i.key for i in maya.search(("prefs",), query="seat")] == ["seat"]
+    assert tom.search(("prefs",), query="seat") == []

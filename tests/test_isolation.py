@@ -75,9 +75,13 @@ def isolation_machine(memories: dict[str, Memory]) -> type[RuleBasedStateMachine
         @rule(profile=profiles, owned=ids)
         def forget(self, profile: str, owned: tuple[str, str]) -> None:
             _, id_ = owned
-            removed = memories[profile].forget([id_])
             mine = self.model[profile]
-            assert removed == ([id_] if id_ in mine else [])
+            if id_ not in mine:  # another profile's, or forgotten: not found, as get says
+                with pytest.raises(NotFound):
+                    memories[profile].forget([id_])
+            assert memories[profile].forget([id_], missing_ok=True) == (
+                [id_] if id_ in mine else []
+            )
             mine.pop(id_, None)
 
         @rule(profile=profiles, owned=ids)

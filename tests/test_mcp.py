@@ -26,6 +26,7 @@ TOOLS = {
     "forget",
     "feedback",
     "get",
+    "history",
     "list_recent",
     "trace",
     "health",
@@ -84,7 +85,11 @@ def test_tools_are_listed_with_guidance(tmp_path: Path) -> None:
         assert "worth remembering" in (listed["remember"].description or "").lower()
         assert "phrase the query" in (listed["recall"].description or "").lower()
         assert listed["recall"].input_schema["required"] == ["query"]
-        assert listed["forget"].input_schema["required"] == ["ids"]
+        assert "required" not in listed["forget"].input_schema  # ids, or user_id
+        for name in ("remember", "remember_conversation", "recall", "forget", "list_recent"):
+            described = listed[name].input_schema["properties"]["user_id"]["description"]
+            assert described.startswith("user_id: "), name
+        assert "user_id" in (listed["recall"].description or "")
         for tool in listed.values():
             assert tool.input_schema.get("additionalProperties") is False, tool.name
             assert len(tool.description or "") < 500, tool.name
@@ -208,6 +213,57 @@ def test_remember_recall_get_list_trace_forget(tmp_path: Path) -> None:
         assert forgotten == {"forgotten": [stored["id"]], "not_found": [missing]}
         assert "not found" in error_text(await client.call_tool("get", {"id": stored["id"]}))
         assert data(await client.call_tool("health", {}))["memories"] == 1
+
+    run_session(tmp_path, scenario)
+
+
+def test_users_by_name_conversations_forget_and_history(tmp_path: Path) -> None:
+    chat = [
+        {"role": "user", "content": "I live in Porto."},
+        {"role": "assistant", "content": "Noted, Porto."},
+    ]
+
+    async def scenario(client: Client) -> None:
+        for user in ("alice", "bob"):
+            done = data(
+                await client.call_tool(
+                    "remember_conversation",
+                    {"messages": chat, "user_id": user, "metadata": {"app": "mcp"}},
+                )
+            )
+            assert all(m["metadata"]["user_id"] == user for m in done["memories"])
+            assert all(m["metadata"]["app"] == "mcp" for m in done["memories"])
+            assert all(m["created"] for m in done["memories"])
+        mine = data(
+            await client.call_tool("remember", {"content": "I am a nurse", "user_id": "bob"})
+        )
+        found = data(await client.call_tool("recall", {"query": "nurse", "user_id": "bob"}))
+        assert [r["id"] for r in found["results"]] == [mine["id"]]
+        assert (
+            data(await client.call_tool("recall", {"query": "nurse", "user_id": "alice"}))[
+                "results"
+            ]
+            == []
+        )
+        listed = data(await client.call_tool("list_recent", {"user_id": "alice"}))["memories"]
+        assert len(listed) == 2
+        counted = data(await client.call_tool("forget", {"user_id": "alice", "dry_run": True}))
+        assert counted["count"] == 2
+        gone = data(await client.call_tool("forget", {"user_id": "alice"}))
+        assert sorted(gone["forgotten"]) == sorted(m["id"] for m in listed)
+        assert data(await client.call_tool("list_recent", {"user_id": "bob"}))["memories"]
+        refused = error_text(await client.call_tool("forget", {}))
+        assert "forget needs ids" in refused
+        both = {"ids": [mine["id"]], "user_id": "bob"}
+        assert "not both" in error_text(await client.call_tool("forget", both))
+        typo = error_text(await client.call_tool("recall", {"query": "x", "usr_id": "bob"}))
+        assert "usr_id" in typo
+        newer = data(
+            await client.call_tool("update", {"id": mine["id"], "content": "I am a doctor"})
+        )
+        told = data(await client.call_tool("history", {"id": mine["id"]}))
+        assert told["current"] == newer["id"]
+        assert [ln["kind"] for ln in told["replaced_by"]] == ["stated"]
 
     run_session(tmp_path, scenario)
 

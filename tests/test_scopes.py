@@ -332,7 +332,7 @@ def scope_machine(memory: Memory) -> type[RuleBasedStateMachine]:
         @rule(owned=ids)
         def forget(self, owned: tuple[str, str]) -> None:
             owner, id_ = owned
-            memory.forget([id_])
+            memory.forget([id_], missing_ok=True)  # perhaps forgotten already
             self.model[owner].pop(id_, None)
 
         @rule(user=st.sampled_from(USERS), query=st.sampled_from(FACTS))

@@ -499,3 +499,44 @@ def test_a_mistyped_profile_says_so_and_names_the_others(site: tuple[str, list[s
         assert "no profile &#39;wrok&#39;" in page.text and "work (" in page.text
     # Adding to a new profile still creates it.
     assert httpx.get(url + "/ui/add?profile=fresh").status_code == 200
+
+
+def test_the_page_filters_by_user_and_shows_whose_memory_and_its_versions(
+    site: tuple[str, list[str]],
+) -> None:
+    """Issue 61: a user filter on search and timeline, the owner on every card, "possibly
+    superseded" on the card itself (not only in the collapsed trace), and the versions."""
+    url, _ = site
+    headers = {"X-SLM-Profile": "owners"}
+    made = {}
+    for user in ("alice", "bob"):
+        stored = httpx.post(
+            f"{url}/v1/memories",
+            headers=headers,
+            json={"content": "Ana lives in Porto.", "user_id": user,
+                  "event_time": "2024-01-01T00:00:00Z"},
+        )  # fmt: skip
+        made[user] = stored.json()["id"]
+    newer = httpx.post(
+        f"{url}/v1/memories",
+        headers=headers,
+        json={"content": "Ana lives in Lisbon.", "user_id": "alice",
+              "event_time": "2024-06-01T00:00:00Z"},
+    ).json()  # fmt: skip
+    found = httpx.get(f"{url}/", params={"q": "Where does Ana live?", "profile": "owners"})
+    assert "user alice" in found.text and "user bob" in found.text
+    card = found.text.split(f'id="result-{made["alice"]}"')[1].split("</li>")[0]
+    visible = card.split('<details class="trace">')[0]
+    assert 'class="superseded"' in visible and newer["id"] in visible
+    only = httpx.get(
+        f"{url}/", params={"q": "Where does Ana live?", "profile": "owners", "user": "bob"}
+    )
+    assert only.text.count('class="result"') == 1 and "user alice" not in only.text
+    timeline = httpx.get(f"{url}/ui/memories", params={"profile": "owners", "user": "alice"})
+    assert timeline.text.count("user alice") == 2 and "user bob" not in timeline.text
+    updated = httpx.patch(
+        f"{url}/v1/memories/{made['bob']}", headers=headers, json={"content": "Ana lives in Faro."}
+    ).json()
+    detail = httpx.get(f"{url}/ui/memories/{made['bob']}", params={"profile": "owners"})
+    assert "<h2>Versions</h2>" in detail.text and updated["id"] in detail.text
+    assert "user bob" in detail.text

@@ -88,6 +88,7 @@ class AsyncMemory:
     recall = _threaded(Memory.recall)
     recall_request = _threaded(Memory.recall_request)
     get = _threaded(Memory.get)
+    history = _threaded(Memory.history)
     list = _threaded(Memory.list)
     count = _threaded(Memory.count)
     forget = _threaded(Memory.forget)

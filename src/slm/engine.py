@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 from slm import validate
 from slm.calibrate.artefact import Calibration, fingerprint
@@ -23,10 +23,15 @@ from slm.contract import RecallResponse
 from slm.embed import Embedder, make_embedder
 from slm.embed.questions import Questions
 from slm.errors import ChannelUnavailable, ConfigError, InvalidInput, NotFound, SlmError
+from slm.history import History
+from slm.history import history as history_of
 from slm.index import Indexes
 from slm.ingest import stage
-from slm.inputs.memories import MemoryInput, check_item
+from slm.inputs import forgetting
+from slm.inputs import scope as owners
+from slm.inputs.memories import MemoryInput, check_item, owned_items
 from slm.inputs.recall import channel_names, check, filters_of
+from slm.inputs.scope import Owner
 from slm.learn.adapt import Learning, feedback_event
 from slm.learn.rerank import Reranking
 from slm.models import MemoryRecord, RecallRequest, Remembered, RememberedConversation, content_hash
@@ -35,7 +40,7 @@ from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path, index_dir
 from slm.store import Location, Store, open_store
-from slm.store.base import SCOPE_KEYS_META, FeedbackEvent
+from slm.store.base import SCOPE_KEYS_META, FeedbackEvent, Filters
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -170,12 +175,15 @@ class Memory:
         tags: Sequence[str] = (),
         supersedes: Sequence[str] = (),
         valid_from: datetime | str | None = None,
+        **owner: Unpack[Owner],
     ) -> Remembered:
         """Store one memory and say what was done (it reads as the stored memory too);
-        identical content returns the stored one, with ``created`` False.
+        identical content (of the same owner) returns the stored one, with ``created`` False.
 
         ``supersedes`` names stored memories this one replaces: they stop holding when it
         starts (``valid_from``, default its event time) and recall leaves them out.
+        The owner, ``user_id``, ``agent_id``, ``run_id`` (the store's other scope keys in
+        ``scope``), says whose memory it is: it is kept in its metadata (docs/scopes.md).
         """
         item = MemoryInput(
             content,
@@ -186,6 +194,7 @@ class Memory:
             tags,
             supersedes=supersedes,
             valid_from=valid_from,
+            **owner,
         )
         return self.store_many([item])[0]
 
@@ -228,22 +237,36 @@ class Memory:
                 field="newer_id",
             )
 
-    def remember_many(self, items: Iterable[MemoryInput | Mapping[str, Any]]) -> list[Remembered]:
+    def remember_many(
+        self,
+        items: Iterable[MemoryInput | Mapping[str, Any]],
+        **owner: Unpack[Owner],
+    ) -> list[Remembered]:
         """Store a batch in one transaction with batched embedding; what was done with each
         item, in order (:meth:`store_many`). The whole batch is validated first: one bad
-        item rejects the batch and stores nothing."""
-        return self.store_many(items)
+        item rejects the batch and stores nothing. An item may say whose it is
+        (``user_id``...) as :meth:`remember` does; given here, it holds for every item."""
+        batch = self._owner(owner)
+        return self.store_many(owned_items(items, batch) if batch else items)
 
     def remember_conversation(
-        self, conversation: object, *, session: str | None = None, system: str = "skip"
+        self,
+        conversation: object,
+        *,
+        session: str | None = None,
+        system: str = "skip",
+        metadata: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
         session and time (:mod:`slm.inputs.conversations`). System messages are left out and
-        counted, or with ``system="keep"`` stored as standing instructions. All or nothing:
-        checked whole first, and a failure while storing it leaves none of it stored."""
+        counted, or with ``system="keep"`` stored as standing instructions. ``metadata`` and
+        the owner (``user_id``...) are kept with every message. All or nothing: checked whole
+        first, and a failure while storing it leaves none of it stored."""
         from slm.inputs import conversations
 
-        read = conversations.read(conversation, session=session, system=system)
+        extra = owners.into_metadata(metadata, self._owner(owner))
+        read = conversations.read(conversation, session=session, system=system, metadata=extra)
         with stage.AllOrNothing(self.store, self.profile) as whole:
             done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
         return RememberedConversation(tuple(d for part in done for d in part), read.system_skipped)
@@ -270,16 +293,39 @@ class Memory:
             self.store, self.indexes.vectors, self.profile, self.embedder, checked, auto=auto
         )
 
+    def _owner(self, owner: Owner) -> dict[str, Any]:
+        """The owner given by name, checked against the store's scope keys."""
+        return owners.given(self.settings.scope_keys, **owner)
+
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
         check_item(0, item, datetime.now(UTC), False, self.settings.scope_keys)
 
-    def forget(self, ids: str | Iterable[str]) -> list[str]:
-        """Remove memories (and every derived index entry) in one transaction.
-
-        Returns the ids that were removed; ids not in this profile are ignored.
-        """
-        return self.store.delete(self.profile, validate.memory_ids(ids))
+    def forget(
+        self,
+        ids: str | Iterable[str] | None = None,
+        *,
+        metadata: Mapping[str, Any] | str | None = None,
+        all: bool = False,
+        dry_run: bool = False,
+        missing_ok: bool = False,
+        **owner: Unpack[Owner],
+    ) -> list[str]:
+        """Remove memories, and every index entry derived from them, in one transaction;
+        the ids removed (``dry_run``: that would be). By ``ids`` (one not in the profile is
+        :class:`NotFound` and none is removed, unless ``missing_ok``), or every memory of an
+        owner (``user_id``...) or ``metadata`` filter, or with ``all`` every one."""
+        asked = forgetting.check(ids, self._owner(owner), metadata, all, dry_run)
+        if asked.ids is None:
+            return self.store.delete_matching(self.profile, asked.filters, asked.dry_run)
+        held = {r.id for r in self.store.get(self.profile, asked.ids)}
+        missing = [i for i in dict.fromkeys(asked.ids) if i not in held]
+        if missing and not missing_ok:
+            gone = f"{', '.join(missing)} (nothing was forgotten)"
+            raise NotFound(f"not found in profile {self.profile!r}: {gone}")
+        if asked.dry_run:
+            return [i for i in dict.fromkeys(asked.ids) if i in held]
+        return self.store.delete(self.profile, asked.ids)
 
     def feedback(self, memory_id: str, *, useful: bool, query_id: str | None = None) -> float:
         """Record whether a memory was useful, for the recall ``query_id`` names (from its
@@ -353,6 +399,11 @@ class Memory:
             raise NotFound(f"no memory with id {memory_id} in profile {self.profile!r}")
         return found[0]
 
+    def history(self, memory_id: str) -> History:
+        """What memory ``memory_id`` replaced and what replaced it, stated or probable, and
+        its versions to the current one (:mod:`slm.history`)."""
+        return history_of(self.store, self.profile, self.get(memory_id))
+
     def get_many(self, memory_ids: Iterable[str]) -> list[MemoryRecord]:
         """The memories with these ids, in the order given; ids not in the profile are
         left out."""
@@ -369,16 +420,23 @@ class Memory:
         before: datetime | str | None = None,
         text: str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
+        **owner: Unpack[Owner],
     ) -> list[MemoryRecord]:
         """Memories, most recently recorded first; with ``text``, only those whose content
         contains it (case-insensitive for ASCII letters); with ``metadata``, only those whose
-        metadata holds one of the values given for each key."""
+        metadata holds one of the values given for each key; with ``user_id``... only that
+        owner's."""
         limit, offset = validate.limit_offset(limit, offset)
+        metadata = owners.into_filter(metadata, self._owner(owner))
         filters = filters_of(source, tags, after, before, text, metadata)
         return self.store.page(self.profile, limit, offset, filters)
 
-    def count(self) -> int:
-        return self.store.count(self.profile)
+    def count(
+        self, *, metadata: Mapping[str, Any] | str | None = None, **owner: Unpack[Owner]
+    ) -> int:
+        """How many memories the profile holds (of an owner, or matching ``metadata``)."""
+        chosen = owners.into_filter(metadata, self._owner(owner))
+        return self.store.count(self.profile, Filters(metadata=validate.metadata_filter(chosen)))
 
     def recall(
         self,
@@ -396,6 +454,7 @@ class Memory:
         as_of: datetime | str | None = None,
         metadata: Mapping[str, Any] | str | None = None,
         min_relevance: float | None = None,
+        **owner: Unpack[Owner],
     ) -> RecallResponse:
         """The memories most relevant to ``query``, as a score-contract-v2 response.
 
@@ -404,7 +463,9 @@ class Memory:
         ``channels`` restricts which channels run for this call; ``now`` anchors relative
         time expressions in the query (default: ``as_of``, else the current time).
         Memories superseded by then are left out unless ``include_superseded``; ``as_of``
-        answers with the memories that held at that moment (docs/lifecycle.md). Results whose
+        answers with the memories that held at that moment (docs/lifecycle.md). ``user_id``,
+        ``agent_id``, ``run_id`` (and ``scope``) answer from that owner's memories only
+        (docs/scopes.md). Results whose
         ``relevance_score`` is below ``min_relevance`` (0..1) are left out. With the
         reranker on (``Settings.rerank``), a learned model reorders the top
         (docs/learning.md). The response's ``query_id`` names this recall for
@@ -425,6 +486,7 @@ class Memory:
                 as_of,
                 metadata,
                 min_relevance,
+                **owner,
             )
         )
 

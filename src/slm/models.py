@@ -227,6 +227,12 @@ class RecallRequest:
     metadata: Mapping[str, Any] | str | None = None
     #: results whose ``relevance_score`` is below it are left out (None: none are)
     min_relevance: float | None = None
+    #: only this user's, agent's, run's memories (merged into ``metadata``; docs/scopes.md)
+    user_id: str | int | None = None
+    agent_id: str | int | None = None
+    run_id: str | int | None = None
+    #: values of the store's other scope keys
+    scope: Mapping[str, Any] | str | None = None
 
     def __post_init__(self) -> None:
         # Iterables are read once, here: a generator is used up by the first reading.
@@ -236,12 +242,12 @@ class RecallRequest:
                 object.__setattr__(self, name, tuple(value))
 
     def to_log(self) -> dict[str, Any]:
-        """What the recall log keeps of it: every option but ``trace`` (``metadata`` and
-        ``min_relevance`` only when given), times as ISO 8601 text."""
+        """What the recall log keeps of it: every option but ``trace`` (``metadata``,
+        ``min_relevance`` and the scope only when given), times as ISO 8601 text."""
         out: dict[str, Any] = {}
         for name in LOGGED_OPTIONS:
             value = getattr(self, name)
-            if (name == "metadata" and not value) or (name == "min_relevance" and value is None):
+            if (name in _LOGGED_WHEN_GIVEN and value is None) or (name == "metadata" and not value):
                 continue
             if isinstance(value, datetime):
                 value = value.isoformat()
@@ -257,5 +263,7 @@ class RecallRequest:
         return cls(**data)
 
 
+#: Options the recall log keeps only when they are given (older logs lack them).
+_LOGGED_WHEN_GIVEN = frozenset({"min_relevance", "user_id", "agent_id", "run_id", "scope"})
 #: The options of a :class:`RecallRequest` the recall log keeps, the question included.
 LOGGED_OPTIONS: tuple[str, ...] = tuple(f.name for f in fields(RecallRequest) if f.name != "trace")

@@ -66,6 +66,6 @@ def delete(memory: Memory) -> int:
     require(memory)
     forgotten = 0
     while batch := memory.list(DELETE_BATCH):
-        forgotten += len(memory.forget([record.id for record in batch]))
+        forgotten += len(memory.forget([r.id for r in batch], missing_ok=True))
     memory.reset_feedback()
     return forgotten

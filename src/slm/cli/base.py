@@ -102,10 +102,24 @@ class Context:
         return Location(path=Path(self.db).expanduser() if self.db else default_db_path())
 
 
+#: Commands people coming from other memory tools type, and what slm calls them.
+COMMAND_HINTS = {"search": "recall", "add": "remember", "delete": "forget"}
+
+
 class SlmGroup(click.Group):
     """Turns every failure into one line on stderr, ``error: ...``: exit status 2 for a usage
     error (an unknown option, a value of the wrong type), 1 for anything else; no traceback
-    and no usage block reach the user."""
+    and no usage block reach the user. A command another tool's name for one of slm's
+    (``search``) is pointed to it."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else None
+        if name in COMMAND_HINTS and self.get_command(ctx, name) is None:
+            ours = COMMAND_HINTS[name]
+            raise click.UsageError(f"no command {name!r}: slm calls it '{ours}'", ctx)
+        return super().resolve_command(ctx, args)
 
     def main(
         self,
@@ -221,6 +235,44 @@ def where_filter(pairs: Sequence[str]) -> dict[str, list[Any]] | None:
             value = text
         chosen.setdefault(key.strip(), []).append(value)
     return chosen
+
+
+def owner_options(func: F) -> F:
+    """Whose memories a command stores, reads or forgets: ``--user``, ``--agent``, ``--run``
+    and ``--scope KEY=VALUE`` for the store's other scope keys (docs/scopes.md). The command
+    receives them as ``owner``, the library's keyword arguments."""
+    return stacked(
+        func,
+        click.option("--user", "user_id", metavar="ID", help="The user's (user_id)."),
+        click.option("--agent", "agent_id", metavar="ID", help="The agent's (agent_id)."),
+        click.option("--run", "run_id", metavar="ID", help="The run's (run_id)."),
+        click.option(
+            "--scope",
+            "scope",
+            multiple=True,
+            metavar="KEY=VALUE",
+            callback=_scope_pairs,
+            help="A value of another scope key of the store (repeatable), e.g. tenant=acme.",
+        ),
+    )
+
+
+def _scope_pairs(ctx: click.Context, param: click.Parameter, value: Sequence[str]) -> Any:
+    """``--scope`` options as an object (None: none given); values are text."""
+    if not value:
+        return None
+    chosen: dict[str, str] = {}
+    for pair in value:
+        key, sign, text = pair.partition("=")
+        if not sign or not key.strip():
+            raise InvalidInput(f"--scope {pair!r}: write KEY=VALUE", field="scope")
+        chosen[key.strip()] = text
+    return chosen
+
+
+def owner_of(options: dict[str, Any]) -> dict[str, Any]:
+    """The owner options taken out of a command's ``options``, as keyword arguments."""
+    return {name: options.pop(name) for name in ("user_id", "agent_id", "run_id", "scope")}
 
 
 def recall_options(func: F) -> F:

@@ -18,7 +18,10 @@ from slm.cli.base import (
     SlmGroup,
     filter_options,
     json_option,
+    owner_of,
+    owner_options,
     recall_options,
+    stacked,
     where_filter,
 )
 from slm.cli.calibrate import calibrate_command
@@ -29,17 +32,19 @@ from slm.cli.output import (
     memories,
     remembered,
     show_details,
+    show_history,
     show_memory,
     show_response,
     show_trace,
 )
 from slm.cli.profiles import profiles
 from slm.cli.servers import mcp, serve, ui
+from slm.cli.setup import setup
 from slm.cli.transfer import export, import_
 from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
 from slm.engine import Memory
-from slm.errors import DISTRIBUTION, NotFound
+from slm.errors import DISTRIBUTION, InvalidInput
 from slm.models import RecallRequest
 
 
@@ -83,6 +88,7 @@ def cli(
     "--supersedes", multiple=True, metavar="ID", help="A memory this one replaces (repeatable)."
 )
 @click.option("--valid-from", help="When it starts to hold, ISO 8601 (default: event time).")
+@owner_options
 @json_option
 @click.pass_obj
 def remember(obj: Context, /, text: str, as_json: bool, **fields: Any) -> None:
@@ -122,25 +128,44 @@ def update(
     answer(done.to_dict(), remembered(done), as_json)
 
 
+def recall_filters(func: Any) -> Any:
+    """What narrows a recall (``slm recall`` and ``slm trace``): filters, times, versions,
+    a minimum relevance and the owner."""
+    return stacked(
+        func,
+        filter_options,
+        click.option(
+            "--after", help="Only memories with event time at or after this ISO 8601 time."
+        ),
+        click.option("--before", help="Only memories with event time before this ISO 8601 time."),
+        click.option("--include-superseded", is_flag=True, help="Also return superseded memories."),
+        click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time."),
+        click.option(
+            "--min-relevance", type=float, help="Leave out results below this relevance, 0..1."
+        ),
+        owner_options,
+    )
+
+
+def _question(query: str) -> str:
+    """QUERY, or for ``-`` the question on standard input."""
+    return sys.stdin.read().strip() if query == "-" else query
+
+
 @cli.command()
 @click.argument("query")
 @recall_options
 @click.option("--trace", is_flag=True, help="Include the per-channel trace.")
-@filter_options
-@click.option("--after", help="Only memories with event time at or after this ISO 8601 time.")
-@click.option("--before", help="Only memories with event time before this ISO 8601 time.")
-@click.option("--include-superseded", is_flag=True, help="Also return superseded memories.")
-@click.option("--as-of", help="Answer with the memories that held at this ISO 8601 time.")
-@click.option("--min-relevance", type=float, help="Leave out results below this relevance, 0..1.")
+@recall_filters
 @json_option
 @click.pass_obj
 def recall(
     obj: Context, /, query: str, where: tuple[str, ...], as_json: bool, **options: Any
 ) -> None:
-    """Recall the memories most relevant to QUERY (what holds now, unless --as-of or
-    --include-superseded)."""
+    """Recall the memories most relevant to QUERY ('-' reads it from standard input): what
+    holds now, unless --as-of or --include-superseded; --user answers from one user's."""
     with obj.memory(create=False, calibrated=True) as memory:
-        request = RecallRequest(query, metadata=where_filter(where), **options)
+        request = RecallRequest(_question(query), metadata=where_filter(where), **options)
         response = memory.recall_request(request)
         contents = _trace_contents(memory, response) if request.trace and not as_json else {}
     if as_json:
@@ -170,24 +195,31 @@ def get(obj: Context, memory_id: str, as_json: bool) -> None:
 @click.option("--limit", type=int, default=20, show_default=True)
 @click.option("--offset", type=int, default=0, show_default=True)
 @filter_options
+@owner_options
 @json_option
 @click.pass_obj
 def list_(
     obj: Context,
+    /,
     limit: int,
     offset: int,
     source: str | None,
     tags: tuple[str, ...],
     where: tuple[str, ...],
     as_json: bool,
+    **options: Any,
 ) -> None:
-    """List memories, most recently recorded first."""
+    """List memories, most recently recorded first (--user: one user's)."""
+    owner = owner_of(options)
     with obj.memory(create=False) as memory:
-        records = memory.list(limit, offset, source=source, tags=tags, metadata=where_filter(where))
+        records = memory.list(
+            limit, offset, source=source, tags=tags, metadata=where_filter(where), **owner
+        )
     if as_json:
         emit({"memories": [r.to_dict() for r in records]})
     elif not records:
-        chosen = " matching these filters" if source is not None or tags or where else ""
+        filtered = source is not None or tags or where or any(v is not None for v in owner.values())
+        chosen = " matching these filters" if filtered else ""
         past = f" past the first {offset}" if offset else ""
         click.echo(f"no memories{chosen}{past} in profile {obj.profile!r}")
     else:
@@ -196,24 +228,76 @@ def list_(
 
 
 @cli.command()
-@click.argument("ids", nargs=-1, required=True)
+@click.argument("ids", nargs=-1)
+@owner_options
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Forget the memories whose metadata KEY is VALUE (as list --where reads it).",
+)
+@click.option("--all", "everything", is_flag=True, help="Forget every memory of the profile.")
+@click.option("--dry-run", is_flag=True, help="Only count what would be forgotten.")
+@click.option("--yes", is_flag=True, help="Forget by owner or filter without asking first.")
 @json_option
 @click.pass_obj
-def forget(obj: Context, ids: tuple[str, ...], as_json: bool) -> None:
-    """Remove memories by id, from every index."""
+def forget(
+    obj: Context,
+    /,
+    ids: tuple[str, ...],
+    where: tuple[str, ...],
+    everything: bool,
+    dry_run: bool,
+    yes: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Remove memories, from every index: by id (all of them, or none when one is unknown),
+    or every memory of an owner (--user alice) or filter (--where), or --all of them.
+    Forgetting by owner or filter counts first and asks (--yes does not; --dry-run only
+    counts)."""
+    owner = owner_of(options)
+    chosen = where_filter(where)
     with obj.memory(create=False) as memory:
-        removed = memory.forget(ids)
-    missing = [i for i in dict.fromkeys(ids) if i not in removed]
-    done = f"forgot {memories(len(removed))}"
+        if ids:
+            removed = memory.forget(ids, metadata=chosen, all=everything, dry_run=dry_run, **owner)
+            done = {"would_forget" if dry_run else "forgotten": removed, "not_found": []}
+            verb = "would forget" if dry_run else "forgot"
+            answer(done, f"{verb} {memories(len(removed))}", as_json)
+            return
+        would = memory.forget(metadata=chosen, all=everything, dry_run=True, **owner)
+        if dry_run:
+            counted = {"dry_run": True, "count": len(would), "ids": would}
+            answer(counted, f"would forget {memories(len(would))}", as_json)
+            return
+        if would and not yes:
+            if not sys.stdin.isatty():
+                raise InvalidInput(
+                    f"this forgets {memories(len(would))}: say --yes to go ahead (--dry-run "
+                    "counts them); nothing was forgotten",
+                    field="yes",
+                )
+            click.confirm(f"forget {memories(len(would))}?", abort=True, err=True)
+        removed = memory.forget(metadata=chosen, all=everything, **owner)
+    answer(
+        {"forgotten": removed, "count": len(removed)}, f"forgot {memories(len(removed))}", as_json
+    )
+
+
+@cli.command()
+@click.argument("memory_id")
+@json_option
+@click.pass_obj
+def history(obj: Context, memory_id: str, as_json: bool) -> None:
+    """What memory MEMORY_ID replaced and what replaced it, when, and whether each link was
+    stated (update, --supersedes) or probable; and the version that holds now."""
+    with obj.memory(create=False) as memory:
+        told = memory.history(memory_id)
     if as_json:
-        emit({"forgotten": removed, "not_found": missing})
-        if missing:
-            sys.exit(1)
-    elif missing:  # one line, on stderr, that also says what was done
-        where = f"profile {memory.profile!r}"
-        raise NotFound(f"{done}; not found in {where}: {', '.join(missing)}")
+        emit(told.to_dict())
     else:
-        click.echo(done)
+        show_history(told)
 
 
 @cli.command()
@@ -322,12 +406,19 @@ def health(obj: Context, as_json: bool) -> None:
 @cli.command()
 @click.argument("query")
 @recall_options
+@recall_filters
 @json_option
 @click.pass_obj
-def trace(obj: Context, /, query: str, as_json: bool, **options: Any) -> None:
-    """Explain a recall: what each channel found, how it was fused, why each result is there."""
+def trace(
+    obj: Context, /, query: str, where: tuple[str, ...], as_json: bool, **options: Any
+) -> None:
+    """Explain a recall ('-' reads QUERY from standard input): what each channel found, how
+    it was fused, why each result is there. It takes recall's filters."""
     with obj.memory(create=False, calibrated=True) as memory:
-        response = memory.recall(query, trace=True, **options)
+        request = RecallRequest(
+            _question(query), trace=True, metadata=where_filter(where), **options
+        )
+        response = memory.recall_request(request)
         contents = {} if as_json else _trace_contents(memory, response)
     if as_json:
         emit(response.to_dict())
@@ -352,7 +443,7 @@ for _upkeep in (reindex, migrate, backup):
     cli.add_command(_upkeep)
 for _transfer in (import_, export):
     cli.add_command(_transfer)
-for _server in (mcp, serve, ui):
+for _server in (mcp, serve, ui, setup):
     cli.add_command(_server)
 
 

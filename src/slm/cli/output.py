@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from slm.contract import RecallResponse, abstention_words
+from slm.history import History
 from slm.learn.reading import describe
 from slm.models import MemoryRecord
 
@@ -65,10 +66,26 @@ def one_line(text: str, width: int = SHOWN) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
+#: The owner keys a line names, and the word it names each by.
+OWNER_WORDS = {"user_id": "user", "agent_id": "agent", "run_id": "run"}
+
+
+def owner(metadata: Mapping[str, Any]) -> str | None:
+    """Whose memory it is, for a line: ``user alice · agent helper`` (None: nobody's)."""
+    named = [
+        f"{word} {printable(str(metadata[key]))}"
+        for key, word in OWNER_WORDS.items()
+        if metadata.get(key) is not None
+    ]
+    return " · ".join(named) if named else None
+
+
 def show_memory(record: MemoryRecord) -> None:
     """A memory as one entry of a list."""
     click.echo(f"{record.id}  {one_line(record.content)}")
     details = [f"event {record.event_time:%Y-%m-%d %H:%M}"]
+    if (whose := owner(record.metadata)) is not None:
+        details.append(whose)
     if record.source:
         details.append(f"source {printable(record.source)}")
     if record.tags:
@@ -84,6 +101,7 @@ def show_details(record: MemoryRecord, trust: float) -> None:
         ("id", record.id),
         ("event time", f"{record.event_time:%Y-%m-%d %H:%M:%S} UTC"),
         ("recorded", f"{record.recorded_at:%Y-%m-%d %H:%M:%S} UTC"),
+        ("owner", owner(record.metadata) or "-"),
         ("source", printable(record.source or "-")),
         ("confidence", f"{record.confidence:g} (memory_confidence)"),
         ("trust", f"{trust:.3f} (trust_score of its source)"),
@@ -101,6 +119,29 @@ def _validity(record: MemoryRecord) -> str:
         return f"{start} (current)"
     until = f"{record.valid_to:%Y-%m-%d %H:%M:%S} UTC"
     return f"{start} until {until} (superseded by {record.superseded_by})"
+
+
+def show_history(told: History) -> None:
+    """``slm history``: the memory, what it replaced, what replaced it, and its chain."""
+    record = told.memory
+    click.echo(f"{record.id}  {one_line(record.content)}")
+    click.echo(f"    {_validity(record)}")
+    for title, links, older in (
+        ("replaced", told.replaced, True),
+        ("replaced by", told.replaced_by, False),
+    ):
+        for link in links:
+            them = link.older if older else link.newer
+            how = f"{link.kind}, from {link.at[:10]}"
+            if link.evidence:
+                how += f", on {printable(link.evidence)}"
+            click.echo(f"  {title:<11} {them.id} ({how}): {one_line(them.content, 80)}")
+    if not told.replaced and not told.replaced_by:
+        click.echo("  no other version: nothing replaced it and it replaced nothing")
+    if len(told.chain) > 1:
+        click.echo("  versions    " + " -> ".join(r.id for r in told.chain))
+    if told.current.id != record.id:
+        click.echo(f"  current     {told.current.id}: {one_line(told.current.content, 80)}")
 
 
 def remembered(done: Any) -> str:
@@ -143,6 +184,8 @@ def show_response(response: RecallResponse, minimum: float | None = None) -> Non
             f"ranking {result.ranking_score:.4f}",
             f"{memory.event_time:%Y-%m-%d}",
         ]
+        if (whose := owner(memory.metadata)) is not None:
+            details.append(whose)
         if memory.source:
             details.append(f"source {printable(memory.source)}")
         details.append(f"id {memory.id}")
@@ -191,9 +234,11 @@ def show_trace(response: RecallResponse, contents: Mapping[str, str]) -> None:
         click.echo(abstention(response, (trace.get("min_relevance") or {}).get("min_relevance")))
     for result, detail in zip(response.results, trace["results"], strict=True):
         ranks = ", ".join(f"{n} #{c['rank']}" for n, c in detail["channels"].items())
+        whose = owner(result.memory.metadata)
         click.echo(
             f"{result.rank_position:>2}. [relevance {result.relevance_score:.2f}] "
-            f"{one_line(result.memory.content)}"
+            + (f"({whose}) " if whose else "")
+            + one_line(result.memory.content)
         )
         click.echo(
             f"      {detail['evidence']}; cos {detail['cosine']:.2f}, "

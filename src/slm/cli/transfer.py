@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
-from slm.cli.base import Context, json_option, quiet_option, readable
+from slm.cli.base import Context, json_option, owner_of, owner_options, quiet_option, readable
 from slm.cli.output import answer, emit, memories, progress
 from slm.inputs.conversations import SYSTEM_CHOICES
 
@@ -23,19 +24,24 @@ from slm.inputs.conversations import SYSTEM_CHOICES
     help="A chat transcript's system messages: left out and counted, or kept as standing "
     "instructions.",
 )
+@owner_options
 @quiet_option
 @json_option
 @click.pass_obj
-def import_(obj: Context, file: Path, system: str, quiet: bool, as_json: bool) -> None:
+def import_(
+    obj: Context, /, file: Path, system: str, quiet: bool, as_json: bool, **options: Any
+) -> None:
     """Store every memory of a JSON Lines FILE, or of a chat transcript ('-' reads standard
-    input); the whole file is validated first, a failure stores nothing, and a re-run
-    stores nothing twice."""
+    input), as one user's with --user (every memory's metadata gets it); the whole file is
+    validated first, a failure stores nothing, and a re-run stores nothing twice."""
     from slm.copy.jsonl import check_jsonl, import_jsonl
+    from slm.inputs import scope as owners
 
     with obj.memory() as memory, readable(file) as path:
-        total = check_jsonl(memory, path, system)
+        owner = owners.given(memory.settings.scope_keys, **owner_of(options))
+        total = check_jsonl(memory, path, system, owner)
         with progress(total, "read", quiet) as update:
-            report = import_jsonl(memory, path, progress=update, system=system)
+            report = import_jsonl(memory, path, progress=update, system=system, owner=owner)
     if as_json:
         emit(report.to_dict())
         return

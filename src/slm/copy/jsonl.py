@@ -30,23 +30,27 @@ from __future__ import annotations
 
 import json
 import secrets
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 from slm import validate
 from slm.engine import Memory
 from slm.errors import InvalidInput, NotFound
 from slm.ingest.stage import AllOrNothing
+from slm.inputs import scope as owners
 from slm.inputs.conversations import is_conversation
 from slm.inputs.conversations import read as read_conversation
-from slm.inputs.memories import ITEM_FIELDS
+from slm.inputs.memories import EXPORTED_FIELDS
 from slm.models import LOGGED_OPTIONS, content_hash, scope_of, to_micros
 from slm.store.base import FeedbackEvent, LoggedRecall
 from slm.store.feedback import MAX_FEEDBACK
 
 IMPORT_BATCH = 256
+#: No owner: each memory's metadata as the file gives it.
+_NOBODY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,8 @@ class _Reading:
 
     system: str = "skip"
     system_skipped: int = 0
+    #: whose memories they all are (``slm import --user``): merged into each one's metadata
+    owner: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -102,6 +108,11 @@ def _lines(handle: IO[str], reading: _Reading) -> Iterator[tuple[str, dict[str, 
             continue
         if not isinstance(item, dict):
             raise InvalidInput(f"line {number}: expected a JSON object")
+        if reading.owner and "feedback" not in item:
+            try:
+                item["metadata"] = owners.into_metadata(item.get("metadata"), reading.owner)
+            except InvalidInput as exc:
+                raise InvalidInput(f"line {number}: {exc}", field=exc.field) from None
         yield f"line {number}", item
 
 
@@ -165,7 +176,9 @@ def _conversation(
     where: str, conversation: object, reading: _Reading
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     try:
-        transcript = read_conversation(conversation, system=reading.system)
+        transcript = read_conversation(
+            conversation, system=reading.system, metadata=reading.owner or None
+        )
     except InvalidInput as exc:
         raise InvalidInput(f"{where}: {exc}", field=exc.field, index=exc.index) from None
     reading.system_skipped += transcript.system_skipped
@@ -182,12 +195,14 @@ def _open(path: str | Path) -> IO[str]:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
 
 
-def check_jsonl(memory: Memory, path: str | Path, system: str = "skip") -> int:
+def check_jsonl(
+    memory: Memory, path: str | Path, system: str = "skip", owner: Mapping[str, Any] = _NOBODY
+) -> int:
     """Validate every line without storing anything; return the number of items."""
     count = 0
     with _open(path) as handle:
         try:
-            for where, item in _lines(handle, _Reading(system)):
+            for where, item in _lines(handle, _Reading(system, owner=owner)):
                 try:
                     if "feedback" in item:
                         _feedback_event(item)
@@ -206,12 +221,14 @@ def import_jsonl(
     path: str | Path,
     progress: Callable[[int], None] | None = None,
     system: str = "skip",
+    owner: Mapping[str, Any] = _NOBODY,
 ) -> ImportReport:
-    """Store every line of ``path``, a conversation's ``system`` messages skipped or kept;
-    see the module docstring for guarantees."""
-    check_jsonl(memory, path, system)
-    ids, renamed = _plan_ids(memory, path)
-    reading = _Reading(system)
+    """Store every line of ``path``, a conversation's ``system`` messages skipped or kept,
+    each memory ``owner``'s (``{"user_id": "alice"}``: merged into its metadata); see the
+    module docstring for guarantees."""
+    check_jsonl(memory, path, system, owner)
+    ids, renamed = _plan_ids(memory, path, owner)
+    reading = _Reading(system, owner=owner)
     read = stored = 0
     feedback: list[dict[str, Any]] = []
     with _open(path) as handle, AllOrNothing(memory.store, memory.profile) as whole:
@@ -240,7 +257,9 @@ def import_jsonl(
     )
 
 
-def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
+def _plan_ids(
+    memory: Memory, path: str | Path, owner: Mapping[str, Any]
+) -> tuple[dict[str, str], int]:
     """The id each line's ``id`` will have in this store: itself when free; the stored
     memory's when the profile (or an earlier line) already holds the same content; a new
     one when another memory holds it. Refuses a ``superseded_by`` that names no memory of
@@ -250,7 +269,7 @@ def _plan_ids(memory: Memory, path: str | Path) -> tuple[dict[str, str], int]:
     keys = memory.settings.scope_keys
     links: list[tuple[str, str]] = []
     with _open(path) as handle:
-        for where, item in _lines(handle, _Reading()):
+        for where, item in _lines(handle, _Reading(owner=owner)):
             if "feedback" in item:
                 continue
             if item.get("id") is not None:
@@ -332,7 +351,7 @@ def export_jsonl(memory: Memory, handle: IO[str], page: int = 1000) -> int:
             _export_feedback(memory, handle)
             return written
         for record in records:
-            row = {k: v for k, v in record.to_dict().items() if k in ITEM_FIELDS}
+            row = {k: v for k, v in record.to_dict().items() if k in EXPORTED_FIELDS}
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         written += len(records)
         after = records[-1].key

@@ -52,6 +52,8 @@ SYSTEM_CHOICES = ("skip", "keep")
 MAX_NAME_CHARS = 64
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "time", "timestamp", "created_at"})
 _CONVERSATION_FIELDS = frozenset({"messages", "session", "time"})
+#: The metadata keys a conversation sets for each of its messages.
+MESSAGE_KEYS = frozenset({"role", "message", "session", "name", "conversation"})
 
 
 def is_conversation(value: object) -> bool:
@@ -75,16 +77,35 @@ class Transcript:
 
 
 def memories(
-    conversation: object, *, session: str | None = None, system: str = "skip"
+    conversation: object,
+    *,
+    session: str | None = None,
+    system: str = "skip",
+    metadata: Mapping[str, Any] | str | None = None,
 ) -> list[MemoryInput]:
     """The memories of ``conversation`` (:func:`read`)."""
-    return read(conversation, session=session, system=system).items
+    return read(conversation, session=session, system=system, metadata=metadata).items
 
 
-def read(conversation: object, *, session: str | None = None, system: str = "skip") -> Transcript:
+def read(
+    conversation: object,
+    *,
+    session: str | None = None,
+    system: str = "skip",
+    metadata: Mapping[str, Any] | str | None = None,
+) -> Transcript:
     """The memories of ``conversation`` (a list of messages or ``{"messages": ...}``), in
-    order, with ``system`` messages skipped or kept; :class:`InvalidInput` naming the
-    message and field of the first problem."""
+    order, with ``system`` messages skipped or kept and ``metadata`` (the owner's keys among
+    it) kept with each; :class:`InvalidInput` naming the message and field of the first
+    problem."""
+    common = validate.metadata(metadata)
+    taken = sorted(set(common) & MESSAGE_KEYS)
+    if taken:
+        raise InvalidInput(
+            f"metadata {taken[0]!r} is set by the conversation for each message "
+            f"({', '.join(sorted(MESSAGE_KEYS))}); use another key",
+            field="metadata",
+        )
     if system not in SYSTEM_CHOICES:
         raise InvalidInput(
             f"system must be {' or '.join(SYSTEM_CHOICES)}, not {_show(system)}", field="system"
@@ -111,7 +132,7 @@ def read(conversation: object, *, session: str | None = None, system: str = "ski
     out, skipped = [], 0
     for index, message in enumerate(conversation):
         try:
-            role, item = _memory(message, index, session, start)
+            role, item = _memory(message, index, session, start, common)
             if item is not None and role in SYSTEM_ROLES and system == "skip":
                 skipped, item = skipped + 1, None
             if item is not None:
@@ -142,7 +163,11 @@ def thread_id(items: Sequence[MemoryInput]) -> str:
 
 
 def _memory(
-    message: object, index: int, session: str | None, start: datetime | None
+    message: object,
+    index: int,
+    session: str | None,
+    start: datetime | None,
+    common: Mapping[str, Any],
 ) -> tuple[str, MemoryInput | None]:
     """The message's role and its memory (None: it has no text)."""
     if not isinstance(message, Mapping):
@@ -166,7 +191,7 @@ def _memory(
     when = _moment(message) or start
     if not text.strip():
         return role, None
-    metadata: dict[str, Any] = {"role": role, "message": index}
+    metadata: dict[str, Any] = {**common, "role": role, "message": index}
     if session is not None:
         metadata["session"] = session
     # A system message speaks as its role, so that its source says what it is.

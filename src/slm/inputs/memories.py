@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
+from slm.inputs import scope as owners
 from slm.models import NewMemory, content_hash, scope_of
 
 
@@ -32,6 +33,12 @@ class MemoryInput:
     #: until when it held, and what replaced it (an export's validity, carried by import)
     valid_to: datetime | str | None = None
     superseded_by: str | None = None
+    #: whose memory it is (merged into ``metadata``; :mod:`slm.inputs.scope`)
+    user_id: owners.OwnerId = None
+    agent_id: owners.OwnerId = None
+    run_id: owners.OwnerId = None
+    #: values of the store's other scope keys
+    scope: Mapping[str, Any] | str | None = None
 
 
 def check_item(
@@ -68,7 +75,8 @@ def check_item(
             raise InvalidInput("valid_to must not be before valid_from", field="valid_to")
         if superseded_by is not None and valid_to is None:
             raise InvalidInput("superseded_by needs valid_to", field="superseded_by")
-        metadata = validate.metadata(item.metadata)
+        owner = owners.given(scope_keys, item.user_id, item.agent_id, item.run_id, item.scope)
+        metadata = validate.metadata(owners.into_metadata(item.metadata, owner))
         scope = scope_of(metadata, scope_keys)
         return NewMemory(
             content=text,
@@ -94,5 +102,22 @@ def check_item(
         raise
 
 
-#: The fields an item may have (what an export line holds, but ``supersedes``).
+def owned_items(items: Iterable[Any], owner: Mapping[str, Any]) -> Iterator[Any]:
+    """The items of a batch (``MemoryInput`` or mappings) with the owner of the whole batch
+    merged into each one's metadata; anything else as it is, for the batch's check."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Iterable):
+        raise InvalidInput("items must be a list of memories", field="items")
+    for item in items:
+        if isinstance(item, MemoryInput):
+            yield replace(item, metadata=owners.into_metadata(item.metadata, owner))
+        elif isinstance(item, Mapping):
+            yield {**item, "metadata": owners.into_metadata(item.get("metadata"), owner)}
+        else:
+            yield item
+
+
+#: The fields an item may have.
 ITEM_FIELDS = frozenset(f.name for f in fields(MemoryInput))
+#: What an export line holds of them (all but ``supersedes`` and the scope given by name,
+#: which an export's metadata holds).
+EXPORTED_FIELDS = ITEM_FIELDS - {"supersedes", *owners.NAMED, "scope"}

@@ -11,6 +11,7 @@ from typing import Any
 from slm import validate
 from slm.channels import registered
 from slm.errors import InvalidInput
+from slm.inputs import scope as owners
 from slm.models import RecallRequest
 from slm.settings import Settings
 from slm.store import Filters
@@ -47,8 +48,12 @@ def check(request: RecallRequest, settings: Settings) -> Checked:
             "as_of answers with what held then; it cannot include superseded memories",
             field="as_of",
         )
+    owner = owners.given(
+        settings.scope_keys, request.user_id, request.agent_id, request.run_id, request.scope
+    )
+    metadata = owners.into_filter(request.metadata, owner)
     filters = filters_of(
-        request.source, request.tags, request.after, request.before, metadata=request.metadata
+        request.source, request.tags, request.after, request.before, metadata=metadata
     )
     if request.channels is not None:
         settings = settings.with_channels(channel_names(request.channels))

@@ -1,7 +1,7 @@
 """A LangChain retriever backed by slm (the ``langchain`` extra).
 
     from slm.integrations.langchain import SlmRetriever
-    retriever = SlmRetriever(memory=memory, k=5)
+    retriever = SlmRetriever(memory=memory, k=5, user_id="alice")   # alice's memories only
     documents = retriever.invoke("Where does Maya live now?")
 
 Each document is one recalled memory: ``page_content`` its text, ``id`` its id, and the
@@ -44,11 +44,17 @@ class SlmRetriever(BaseRetriever):
     k: int = 10
     options: dict[str, Any] = Field(default_factory=dict)
     keep_abstained: bool = False
+    #: whose memories it reads (docs/scopes.md); None: every owner's
+    user_id: str | int | None = None
+    agent_id: str | int | None = None
+    run_id: str | int | None = None
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
-        response = self.memory.recall(query, k=self.k, **self.options)
+        owner = {"user_id": self.user_id, "agent_id": self.agent_id, "run_id": self.run_id}
+        given: dict[str, Any] = {k: v for k, v in owner.items() if v is not None}
+        response = self.memory.recall(query, k=self.k, **given, **self.options)
         if response.abstained and not self.keep_abstained:
             return []
         return [

@@ -2,6 +2,7 @@
 
     from slm.integrations.langgraph import SlmStore
     store = SlmStore(memory)                      # one slm profile holds every namespace
+    alices = SlmStore(memory, user_id="alice")    # or: only alice's memories, as hers
     graph = builder.compile(store=store)          # then, in a node:
     store.put(("users", "u7"), "home", {"text": "Maya moved to Lisbon"})
     store.search(("users", "u7"), query="Where does Maya live?", limit=3)
@@ -19,6 +20,9 @@ How LangGraph's model maps onto slm's:
 - **A namespace is a scope** (docs/scopes.md): its levels are scope keys (``lg_ns.*``),
   so the same text under two namespaces is two memories, and nothing found in one
   namespace (a probable update, a neighbour) ever links it to another's.
+- **An owner, if given, holds for every call**: ``SlmStore(memory, user_id="alice")``
+  stores each item as alice's (``user_id`` in its metadata, as every slm surface does) and
+  gets, searches and lists only hers, so one graph's store never reads another user's.
 - **put replaces**: the new item is stored, then the memory held under that namespace and
   key is forgotten; slm stores identical text once per scope, so the same text under a
   second key of the same namespace is refused with a clear error (and nothing changed)
@@ -64,8 +68,18 @@ _TEXT_FIELDS = ("text", "content", "memory")
 class SlmStore(BaseStore):
     """LangGraph's ``BaseStore`` over one slm profile."""
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        user_id: str | int | None = None,
+        agent_id: str | int | None = None,
+        run_id: str | int | None = None,
+    ) -> None:
         self.memory = memory
+        owner = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+        #: whose items these are: merged into every write and read
+        self.owner: dict[str, Any] = {k: v for k, v in owner.items() if v is not None}
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         return [self._one(op) for op in ops]
@@ -88,21 +102,21 @@ class SlmStore(BaseStore):
 
     def _held(self, namespace: tuple[str, ...], key: str) -> list[MemoryRecord]:
         rule = {**_prefix(namespace), "lg_depth": len(namespace), "lg_key": key}
-        return self.memory.list(SCAN, metadata=rule)
+        return self.memory.list(SCAN, metadata=rule, **self.owner)
 
     def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None) -> None:
         old = [r.id for r in self._held(namespace, key)]
         if value is None:
-            self.memory.forget(old)
+            self.memory.forget(old, missing_ok=True)
             return
         text = _text(value)
         plain = {f"lg_v.{k}": v for k, v in value.items() if _plain(v)}
         metadata = {**plain, **_prefix(namespace), "lg_depth": len(namespace), "lg_key": key,
                     "lg_value": value}  # fmt: skip
         # Stored first, the old item forgotten after: a refused put leaves the store as it was.
-        done = self.memory.remember(text, metadata=metadata)
+        done = self.memory.remember(text, metadata=metadata, **self.owner)
         if done.created:
-            self.memory.forget(old)
+            self.memory.forget(old, missing_ok=True)
             return
         if done.id not in old:  # the same text is another item of this scope
             where = (
@@ -115,9 +129,10 @@ class SlmStore(BaseStore):
                 "per scope (docs/scopes.md)",
                 field="value",
             )
-        if dict(done.metadata) != metadata:  # the same text, another value: stored anew
-            self.memory.forget(old)
-            self.memory.remember(text, metadata=metadata)
+        stored_as = {**metadata, **self.owner}
+        if dict(done.metadata) != stored_as:  # the same text, another value: stored anew
+            self.memory.forget(old, missing_ok=True)
+            self.memory.remember(text, metadata=metadata, **self.owner)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         rule: dict[str, Any] = dict(_prefix(op.namespace_prefix))
@@ -129,16 +144,18 @@ class SlmStore(BaseStore):
             rule[f"lg_v.{field}"] = wanted
         rule.setdefault("lg_depth", list(range(len(op.namespace_prefix), 64)))
         if op.query:
-            response = self.memory.recall(op.query, k=op.limit + op.offset, metadata=rule)
+            k = op.limit + op.offset
+            response = self.memory.recall(op.query, k=k, metadata=rule, **self.owner)
             chosen = response.results[op.offset :]
             return [_item(r.memory, r.relevance_score, search=True) for r in chosen]
-        records = self.memory.list(op.limit, op.offset, metadata=rule)
+        records = self.memory.list(op.limit, op.offset, metadata=rule, **self.owner)
         return [_item(r, search=True) for r in records]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found: set[tuple[str, ...]] = set()
         offset = 0
-        while records := self.memory.list(SCAN, offset, metadata={"lg_depth": list(range(64))}):
+        every = {"lg_depth": list(range(64))}
+        while records := self.memory.list(SCAN, offset, metadata=every, **self.owner):
             for record in records:
                 namespace = _namespace(record.metadata)
                 if op.max_depth is not None:

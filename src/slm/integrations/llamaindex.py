@@ -1,12 +1,13 @@
 """A LlamaIndex retriever backed by slm (the ``llamaindex`` extra).
 
     from slm.integrations.llamaindex import SlmLlamaRetriever
-    retriever = SlmLlamaRetriever(memory, k=5)
+    retriever = SlmLlamaRetriever(memory, k=5, user_id="alice")   # alice's memories only
     nodes = retriever.retrieve("Where does Maya live now?")
 
 Each node is one recalled memory (``TextNode`` with the memory's id and text, the contract
 fields in its metadata; :func:`slm.integrations.contract_fields`), scored with its
-``relevance_score``. ``options`` are passed to :meth:`slm.Memory.recall`. When the recall
+``relevance_score``. ``options`` are passed to :meth:`slm.Memory.recall` (``user_id=``
+reads one user's memories: docs/scopes.md). When the recall
 abstains no node is returned, unless ``keep_abstained``.
 """
 

@@ -20,9 +20,27 @@ class _Body(BaseModel):
 
 
 _TIME: JsonDict = {"format": "date-time"}
+#: A scope value: text or a number (``1`` and ``"1"`` are two users).
+_OWNER = str | int | None
 
 
-class MemoryIn(_Body):
+class _Owned(_Body):
+    """Whose memory: merged into its metadata on write, into the filter on read
+    (docs/scopes.md)."""
+
+    user_id: _OWNER = Field(None, description="The user it belongs to (or whose to read).")
+    agent_id: _OWNER = Field(None, description="The agent it belongs to.")
+    run_id: _OWNER = Field(None, description="The run it belongs to.")
+    scope: dict[str, Any] | None = Field(
+        None, description='Values of the store\'s other scope keys: {"tenant": "acme"}.'
+    )
+
+
+#: The owner fields of a body, passed to the library by name.
+OWNER_FIELDS = frozenset(_Owned.model_fields)
+
+
+class MemoryIn(_Owned):
     content: str = Field(min_length=1, description="The memory text (at most 512 KiB of UTF-8).")
     event_time: str | None = Field(
         None, json_schema_extra=_TIME, description="When it happened, ISO 8601; default now."
@@ -92,12 +110,16 @@ class MessageIn(_Body):
     )
 
 
-class ConversationIn(_Body):
-    """A conversation to store as it is: one memory per message."""
+class ConversationIn(_Owned):
+    """A conversation to store as it is: one memory per message, each with ``metadata``
+    and the owner."""
 
     messages: list[MessageIn] = Field(min_length=1, max_length=MAX_MESSAGES)
     session: str | None = Field(default=None, description="A name for this conversation.")
     time: str | None = Field(default=None, description="When it started (ISO 8601).")
+    metadata: dict[str, Any] | None = Field(
+        None, description="A JSON object kept with every message."
+    )
     system: str = Field(
         default="skip",
         description="System messages: skip (left out, counted in system_skipped) or keep "
@@ -106,7 +128,7 @@ class ConversationIn(_Body):
     )
 
 
-class RecallIn(_Body):
+class RecallIn(_Owned):
     query: str = Field(min_length=1, description="The question, in plain words (at most 4 KiB).")
     k: int = Field(10, ge=1, le=validate.MAX_K, description="How many results.")
     trace: bool = Field(False, description="Include the per-channel trace.")

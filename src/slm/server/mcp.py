@@ -47,17 +47,18 @@ know. `answer_confidence`, when not null, is a calibrated probability that the r
 the answer."""
 
 REMEMBER = """\
-Store one durable fact, preference or standing instruction.
-Worth remembering: facts about the user, people and projects, preferences, rules the user
-sets ("always ..."), decisions, deadlines. Never secrets. Write one self-contained statement
-with names and dates ("Priya is allergic to cats"). Identical text is stored once (`created`
-says whether this call stored it). A fact that changed: use `update`, or name the old
-memory in `supersedes`; `updates` lists memories this one probably replaces."""
+Store one durable fact, preference or standing instruction. Worth remembering: facts about
+the user, people and projects, rules the user sets ("always ..."), decisions, deadlines; never
+secrets. One self-contained statement with names and dates ("Priya is allergic to cats");
+`user_id` says whose it is. Identical text is stored once (`created`). A fact that changed:
+use `update`, or name the old memory in `supersedes`; `updates` lists memories this one
+probably replaces."""
 
 CONVERSATION = """Store a whole conversation as it is: a list of chat messages (role, content,
 optional name and time, as chat APIs write them), one memory per message with its speaker,
-role and time. System messages are left out (counted in system_skipped) unless `system` is
-"keep". Use it to keep a transcript; use remember for a single durable fact."""
+role and time. Pass `user_id` (and `metadata`) so the conversation is that user's. System
+messages are left out (counted in system_skipped) unless `system` is "keep". Use it to keep
+a transcript; use remember for a single durable fact."""
 
 UPDATE = """Replace a stored memory that is no longer true ("Priya moved to Porto" replacing "Priya
 lives in Lisbon"): the new text is stored as a new memory, the old one stays readable but
@@ -69,14 +70,21 @@ different things; `possibly_superseded_by` was wrong). The older memory holds ag
 RECALL = """\
 Find the stored memories most relevant to a question, ranked. Call it before answering
 anything that may depend on earlier sessions; phrase the query as the question you need
-answered, one topic per call. Filters narrow it to a source, tags or a time range. It
-answers with what is true now (`as_of` for another moment); `possibly_superseded_by` on a
-result names newer memories that may replace it. If `abstained` is true, nothing stored is
-relevant enough: do not guess from the results."""
+answered, one topic per call. `user_id` answers from that user's memories only; filters
+narrow to a source, tags or time range. It answers with what is true now;
+`possibly_superseded_by` names newer memories that may replace a result. If `abstained` is
+true, nothing stored is relevant enough: do not guess."""
 
 FORGET = """\
 Delete memories by id (from recall, get or list_recent) when the user asks you to forget
-something or a memory is wrong; store the corrected fact with remember."""
+something or a memory is wrong; store the corrected fact with remember. To forget everything
+about a user ("forget me"), pass `user_id` instead of ids; `dry_run` first says how many
+memories that is without deleting them."""
+
+HISTORY = """\
+The history of one memory: what it replaced and what replaced it, when, and whether each
+link was stated (update, supersedes) or probable (found when it was stored); `current` is
+the id of the version that holds now."""
 
 FEEDBACK = """\
 Say whether a recalled memory helped: `useful` true or false, with the `query_id` of the
@@ -123,6 +131,16 @@ After = Annotated[
 Before = Annotated[
     str | None, Field(description="Only memories that happened before this ISO 8601 time.")
 ]
+UserId = Annotated[
+    str | int | None,
+    Field(description="user_id: whose memory this is (or whose memories to read): the user's id."),
+]
+AgentId = Annotated[str | int | None, Field(description="agent_id: the agent it belongs to.")]
+RunId = Annotated[str | int | None, Field(description="run_id: the run or session it belongs to.")]
+Scope = Annotated[
+    dict[str, Any] | None,
+    Field(description='Values of the store\'s other scope keys, e.g. {"tenant": "acme"}.'),
+]
 
 
 def build_server(memory: Memory) -> MCPServer:
@@ -157,6 +175,10 @@ def build_server(memory: Memory) -> MCPServer:
                 max_length=validate.MAX_SUPERSEDES,
             ),
         ] = None,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
     ) -> dict[str, Any]:
         return _call(
             lambda: memory.remember(
@@ -167,6 +189,10 @@ def build_server(memory: Memory) -> MCPServer:
                 metadata=metadata,
                 tags=tags or (),
                 supersedes=supersedes or (),
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+                scope=scope,
             ).to_dict()
         )
 
@@ -183,9 +209,25 @@ def build_server(memory: Memory) -> MCPServer:
                 json_schema_extra={"enum": list(SYSTEM_CHOICES)},
             ),
         ] = "skip",
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description="Extra JSON fields to keep with each message.")
+        ] = None,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
     ) -> dict[str, Any]:
         return _call(
-            lambda: memory.remember_conversation(messages, session=session, system=system).to_dict()
+            lambda: memory.remember_conversation(
+                messages,
+                session=session,
+                system=system,
+                metadata=metadata,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+                scope=scope,
+            ).to_dict()
         )
 
     def update(
@@ -230,6 +272,10 @@ def build_server(memory: Memory) -> MCPServer:
             float | None,
             Field(description="Leave out results whose relevance_score is below this, 0..1."),
         ] = None,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
     ) -> dict[str, Any]:
         return _read(
             lambda: memory.recall_request(
@@ -245,26 +291,60 @@ def build_server(memory: Memory) -> MCPServer:
                     as_of=as_of,
                     metadata=metadata,
                     min_relevance=min_relevance,
+                    user_id=user_id,
+                    agent_id=agent_id,
+                    run_id=run_id,
+                    scope=scope,
                 )
             ).to_dict()
         )
 
     def forget(
         ids: Annotated[
-            list[str],
+            list[str] | None,
             Field(
-                description="Ids of the memories to delete.",
+                description="Ids of the memories to delete (or give user_id instead).",
                 min_length=1,
                 max_length=validate.MAX_IDS_PER_CALL,
             ),
-        ],
+        ] = None,
+        user_id: Annotated[
+            str | int | None,
+            Field(description="user_id: forget every memory of this user (not with ids)."),
+        ] = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description='Forget the memories whose metadata matches: {"project": "x"}.'),
+        ] = None,
+        dry_run: Annotated[
+            bool, Field(description="Only count what would be deleted; delete nothing.")
+        ] = False,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            removed = memory.forget(ids)
-            missing = [i for i in dict.fromkeys(ids) if i not in removed]
-            return {"forgotten": removed, "not_found": missing}
+            gone = memory.forget(
+                ids,
+                metadata=metadata,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+                scope=scope,
+                dry_run=dry_run,
+                missing_ok=True,  # by ids: those it does not hold are named
+            )
+            if ids is not None:
+                missing = [i for i in dict.fromkeys(ids) if i not in gone]
+                return {"would_forget" if dry_run else "forgotten": gone, "not_found": missing}
+            if dry_run:
+                return {"dry_run": True, "count": len(gone), "ids": gone}
+            return {"forgotten": gone, "count": len(gone)}
 
         return _call(run)
+
+    def history(id: Annotated[str, Field(description="The memory's id.")]) -> dict[str, Any]:
+        return _read(lambda: memory.history(id).to_dict())
 
     def feedback(
         memory_id: Annotated[str, Field(description="The memory's id.")],
@@ -287,11 +367,38 @@ def build_server(memory: Memory) -> MCPServer:
                 le=validate.MAX_LIST_LIMIT,
             ),
         ] = 20,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
     ) -> dict[str, Any]:
-        return _read(lambda: {"memories": [r.to_dict() for r in memory.list(limit)]})
+        def run() -> dict[str, Any]:
+            held = memory.list(
+                limit, user_id=user_id, agent_id=agent_id, run_id=run_id, scope=scope
+            )
+            return {"memories": [r.to_dict() for r in held]}
 
-    def trace(query: Query, k: K = 10) -> dict[str, Any]:
-        return _read(lambda: memory.recall(query, k=k, trace=True).to_dict())
+        return _read(run)
+
+    def trace(
+        query: Query,
+        k: K = 10,
+        user_id: UserId = None,
+        agent_id: AgentId = None,
+        run_id: RunId = None,
+        scope: Scope = None,
+    ) -> dict[str, Any]:
+        return _read(
+            lambda: memory.recall(
+                query,
+                k=k,
+                trace=True,
+                user_id=user_id,
+                agent_id=agent_id,
+                run_id=run_id,
+                scope=scope,
+            ).to_dict()
+        )
 
     def health() -> dict[str, Any]:
         return _read(memory.health)
@@ -324,6 +431,7 @@ def build_server(memory: Memory) -> MCPServer:
         (forget, FORGET),
         (feedback, FEEDBACK),
         (get, GET),
+        (history, HISTORY),
         (list_recent, LIST_RECENT),
         (trace, TRACE),
         (health, HEALTH),

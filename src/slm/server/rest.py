@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import ConfigError, InvalidInput, NotFound, SlmError, install_hint, outcome
+from slm.inputs import scope as owners
 from slm.models import RecallRequest
 from slm.profiles import delete, profiles, require
 from slm.settings import Settings
@@ -37,12 +38,15 @@ try:
     import uvicorn
     from fastapi import Depends, FastAPI, Header, Query, Request
     from fastapi import Path as PathParam
+    from fastapi.dependencies.models import Dependant
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
+    from fastapi.routing import APIRoute
     from starlette.exceptions import HTTPException
     from starlette.types import ASGIApp
 
     from slm.server.bodies import (
+        OWNER_FIELDS,
         ConversationIn,
         FeedbackIn,
         Forgotten,
@@ -98,6 +102,53 @@ def _memory(request: Request, profile: Annotated[str, Depends(_profile)]) -> Ite
 Mem = Annotated[Memory, Depends(_memory)]
 
 
+def _owner(
+    request: Request,
+    memory: Mem,
+    user_id: Annotated[str | None, Query(description="Only this user's memories.")] = None,
+    agent_id: Annotated[str | None, Query(description="Only this agent's memories.")] = None,
+    run_id: Annotated[str | None, Query(description="Only this run's memories.")] = None,
+) -> dict[str, Any]:
+    """Whose memories a request reads or forgets: ``user_id``, ``agent_id``, ``run_id`` and
+    the store's other scope keys (``?tenant=acme``), as text, in the query string."""
+    keys = memory.settings.scope_keys
+    other = {k: v for k, v in request.query_params.items() if owners.is_scope_key(k, keys)}
+    named = {"user_id": user_id, "agent_id": agent_id, "run_id": run_id}
+    return owners.given(keys, **named, scope={k: v for k, v in other.items() if k not in named})
+
+
+Owned = Annotated[dict[str, Any], Depends(_owner)]
+
+
+def _known_query(request: Request) -> None:
+    """Refuse a query parameter the operation does not take (400 naming it): a misspelt
+    filter (``?usr_id=erin``) must never answer as if no filter were given."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.url.path.startswith("/v1/"):
+        return
+    known, owned = _query_names(route.dependant)
+    keys = request.app.state.profiles.settings.scope_keys if owned else ()
+    for name in request.query_params:
+        if name not in known and not owners.is_scope_key(name, keys):
+            raise InvalidInput(
+                f"{name}: unknown query parameter; this operation takes "
+                f"{', '.join(sorted(known)) or 'none'}",
+                field=name,
+            )
+
+
+def _query_names(dependant: Dependant) -> tuple[set[str], bool]:
+    """The query parameters an operation takes, and whether it takes an owner (then the
+    store's scope keys are parameters too)."""
+    names = {param.alias for param in dependant.query_params}
+    owned = dependant.call is _owner
+    for sub in dependant.dependencies:
+        more, sub_owned = _query_names(sub)
+        names |= more
+        owned = owned or sub_owned
+    return names, owned
+
+
 # -- the app ---------------------------------------------------------------------------------
 
 
@@ -130,6 +181,7 @@ def create_app(
         docs_url=None,  # FastAPI's page loads its scripts from a CDN: slm serves its own
         redoc_url=None,
         lifespan=lifespan,
+        dependencies=[Depends(_known_query)],
     )
     app.state.profiles = profiles
     app.state.default_profile = validate.profile(default_profile)
@@ -166,10 +218,14 @@ def _add_routes(app: FastAPI) -> None:
     @app.post("/v1/conversations", status_code=201, responses={**ok(None, 201), 200: {}})
     def remember_conversation(body: ConversationIn, memory: Mem) -> JSONResponse:
         """Store a chat conversation as it is (OpenAI or Anthropic message shape): one memory
-        per message, with its speaker, role, session and time; all or nothing. System
-        messages are skipped and counted (``system_skipped``) unless ``system`` is ``keep``."""
-        given = body.model_dump(exclude_none=True, exclude={"system"})
-        done = memory.remember_conversation(given, system=body.system)
+        per message, with its speaker, role, session and time, and the ``metadata`` and owner
+        (``user_id``...) given; all or nothing. System messages are skipped and counted
+        (``system_skipped``) unless ``system`` is ``keep``."""
+        given = body.model_dump(exclude_none=True, exclude={"system", "metadata", *OWNER_FIELDS})
+        owner = {name: getattr(body, name) for name in OWNER_FIELDS}
+        done = memory.remember_conversation(
+            given, system=body.system, metadata=body.metadata, **owner
+        )
         return JSONResponse(
             done.to_dict(), status_code=201 if any(d.created for d in done) else 200
         )
@@ -191,9 +247,23 @@ def _add_routes(app: FastAPI) -> None:
             require(memory)
             raise
 
+    @app.get("/v1/memories/{memory_id}/history", responses=ok(None))
+    def history(
+        memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem
+    ) -> JSONResponse:
+        """What the memory replaced and what replaced it, with times and whether each link
+        was stated (supersedes, update) or probable (found at write time); ``chain`` and
+        ``current`` follow stated links to the version that holds now."""
+        try:
+            return JSONResponse(memory.history(memory_id).to_dict())
+        except NotFound:
+            require(memory)
+            raise
+
     @app.get("/v1/memories", responses=ok(MemoryList))
     def list_memories(
         memory: Mem,
+        owner: Owned,
         limit: Annotated[int, Query(ge=1, le=validate.MAX_LIST_LIMIT)] = 20,
         offset: Annotated[int, Query(ge=0, le=validate.MAX_OFFSET)] = 0,
         source: str | None = None,
@@ -204,8 +274,10 @@ def _add_routes(app: FastAPI) -> None:
             Query(description='A metadata filter as JSON: {"user_id": "u7", "session": [3, 4]}.'),
         ] = None,
     ) -> JSONResponse:
-        """Memories, most recently recorded first."""
-        records = memory.list(limit, offset, source=source, tags=tag, text=text, metadata=metadata)
+        """Memories, most recently recorded first; with ``user_id`` (``agent_id``,
+        ``run_id``, the store's other scope keys), only that owner's."""
+        chosen = owners.into_filter(metadata, owner)
+        records = memory.list(limit, offset, source=source, tags=tag, text=text, metadata=chosen)
         if not records:
             require(memory)
         return JSONResponse({"memories": [r.to_dict() for r in records]})
@@ -214,10 +286,31 @@ def _add_routes(app: FastAPI) -> None:
     def forget(
         memory_id: Annotated[str, PathParam(pattern=_MEMORY_ID)], memory: Mem
     ) -> JSONResponse:
-        """Remove one memory from every index."""
-        if not memory.forget([memory_id]):
-            raise NotFound(f"no memory with id {memory_id} in profile {memory.profile!r}")
-        return JSONResponse({"forgotten": [memory_id]})
+        """Remove one memory from every index (404 when the profile does not hold it)."""
+        return JSONResponse({"forgotten": memory.forget([memory_id])})
+
+    @app.delete("/v1/memories", responses=ok(None))
+    def forget_matching(
+        memory: Mem,
+        owner: Owned,
+        metadata: Annotated[
+            str | None,
+            Query(description="Forget the memories this metadata filter matches, as JSON."),
+        ] = None,
+        all: Annotated[
+            bool, Query(description="Forget every memory of the profile (no filter given).")
+        ] = False,
+        dry_run: Annotated[bool, Query(description="Only count what would be forgotten.")] = False,
+    ) -> JSONResponse:
+        """Forget every memory of an owner (``?user_id=alice``) or metadata filter, or with
+        ``?all=true`` of the whole profile: chosen and removed at once, from every index.
+        No filter and no ``all`` is a 400. ``?dry_run=true`` answers the count and forgets
+        nothing."""
+        chosen = owners.into_filter(metadata, owner) or None
+        ids = memory.forget(metadata=chosen, all=all, dry_run=dry_run)
+        if dry_run:
+            return JSONResponse({"dry_run": True, "count": len(ids), "ids": ids})
+        return JSONResponse({"forgotten": ids, "count": len(ids)})
 
     @app.delete("/v1/memories/{memory_id}/replaced-by/{newer_id}", responses=ok(None))
     def unlink(

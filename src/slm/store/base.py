@@ -217,6 +217,11 @@ class Rows(Protocol):
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
         """Remove memories and every derived row in one transaction; return the ids removed."""
 
+    def delete_matching(self, profile: str, filters: Filters, dry_run: bool = False) -> list[str]:
+        """Remove the memories passing ``filters`` (not empty) as :meth:`delete` does, chosen
+        and removed in one transaction; return their ids in key order. With ``dry_run``,
+        only the ids that would be removed now."""
+
     def allowed_keys(self, profile: str, filters: Filters) -> set[int]: ...
 
     def other_scopes(self, profile: str, scope: str) -> bool:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar, TypeVar
 
 from slm.errors import ConfigError, StoreError
 from slm.models import MemoryRecord, NewMemory, content_hash, from_micros, scope_of
-from slm.store import derived, feed, feedback, fields, lifecycle, sql, unfinished
+from slm.store import derived, feed, feedback, fields, forgetting, lifecycle, sql, unfinished
 from slm.store.base import (
     SCOPE_KEYS_META,
     Cursor,
@@ -426,31 +426,26 @@ class Relational(unfinished.Unfinished, ABC):
         return self.change(profile, work, kept=kept)
 
     def delete(self, profile: str, ids: Sequence[str]) -> list[str]:
-        return self.change(profile, lambda cur: self._forget(cur, profile, ids))
+        def work(cur: Cursor) -> list[str]:
+            rows = forgetting.by_ids(cur, self.dialect, profile, ids)
+            removed = set(self._remove(cur, profile, rows))
+            return [i for i in dict.fromkeys(ids) if i in removed]
 
-    def _forget(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]:
-        m = self.mark
-        head = (
-            "SELECT m.key, m.id, d.terms FROM memories m LEFT JOIN lex_docs d "
-            f"ON d.key = m.key WHERE {self.dialect.by_key}m.profile = {m} AND m.id"
+        return self.change(profile, work)
+
+    def delete_matching(self, profile: str, filters: Filters, dry_run: bool = False) -> list[str]:
+        chosen, params = forgetting.matching(self.dialect, profile, filters)
+        if dry_run:
+            return [id_ for _, id_, _ in sorted(self.select(chosen, params))]
+        # chosen inside the transaction that removes them: all or nothing
+        return self.change(
+            profile, lambda cur: self._remove(cur, profile, cur.execute(chosen, params).fetchall())
         )
-        rows = sorted(self.dialect.rows_in(cur, head, [profile], ids))
-        for key, _, terms in rows:
-            words = terms.split() if terms is not None else None
-            derived.delete(cur, self.dialect, profile, key, words)
-            lifecycle.delete_facts(cur, m, profile, key)
-            fields.delete(cur, m, key)
-        keys = [key for key, _, _ in rows]
-        derived.delete_passages(cur, self.dialect, keys)
-        self._delete_vectors(cur, profile, keys)
-        self.recorder.forgotten(keys)
-        for part in self.dialect.slices(keys):
-            among, values = self.dialect.among("key", part)
-            cur.execute(f"DELETE FROM memories WHERE {among}", values)
-        for _, id_, _ in rows:
-            lifecycle.reinstate(cur, m, profile, id_)
-        removed = {id_ for _, id_, _ in rows}
-        return [i for i in dict.fromkeys(ids) if i in removed]
+
+    def _remove(self, cur: Cursor, profile: str, rows: Iterable[Sequence[Any]]) -> list[str]:
+        return forgetting.remove(
+            cur, self.dialect, profile, rows, self._delete_vectors, self.recorder
+        )
 
     def rederive(self, profile: str, items: Sequence[tuple[int, NewMemory]]) -> None:
         """Replace the lexical, graph and passage rows of stored memories (``slm reindex``)

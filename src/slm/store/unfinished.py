@@ -22,11 +22,12 @@ created so far is its own, never claimed from itself.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from slm.store import forgetting
 from slm.store.base import Cursor
 from slm.store.dialect import Dialect
 
@@ -93,7 +94,7 @@ class _Host(Protocol):
 
     def _commit(self, profile: str | None, work: Callable[[Cursor], T], lasting: bool) -> T: ...
 
-    def _forget(self, cur: Cursor, profile: str, ids: Sequence[str]) -> list[str]: ...
+    def _remove(self, cur: Cursor, profile: str, rows: Iterable[Sequence[Any]]) -> list[str]: ...
 
 
 class Unfinished:
@@ -122,6 +123,6 @@ class Unfinished:
         def work(cur: Cursor) -> list[str]:
             mine = sorted(marked(cur, self.dialect, profile, ids))
             clear(cur, self.dialect, profile, mine)
-            return self._forget(cur, profile, mine)
+            return self._remove(cur, profile, forgetting.by_ids(cur, self.dialect, profile, mine))
 
         return self.change(profile, work)

@@ -87,6 +87,7 @@ def render(
         url=url,
         when=views.when,
         link_words=views.link_words,
+        owner=views.owner,
         version=__version__,
         **values,
     )
@@ -217,10 +218,15 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         k = _number(page.params.get("k"), 10, "k")
         typed = page.params.get("min_relevance", "").strip()
         minimum = _decimal(typed, "min_relevance")
-        shown: dict[str, Any] = {"q": query, "k": k, "min_relevance": typed, "response": None}
+        user = page.params.get("user", "").strip()
+        shown: dict[str, Any] = {
+            "q": query, "k": k, "min_relevance": typed, "user": user, "response": None
+        }  # fmt: skip
         with page.memory() as memory:
             if query:
-                response = memory.recall(query, k=k, trace=True, min_relevance=minimum)
+                response = memory.recall(
+                    query, k=k, trace=True, min_relevance=minimum, user_id=user or None
+                )
                 if not response.results:
                     require(memory)  # a mistyped profile says so, naming those that exist
                 shown.update(
@@ -236,7 +242,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         page = Page(request)
         p = page.params
         offset = _number(p.get("offset"), 0, "offset", lowest=0)
-        chosen = {name: p.get(name, "").strip() for name in ("text", "source", "tag")}
+        chosen = {name: p.get(name, "").strip() for name in ("text", "source", "tag", "user")}
         moments = {name: p.get(name, "").strip() or None for name in ("after", "before")}
         with page.memory() as memory:
             records = memory.list(
@@ -247,6 +253,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
                 after=moments["after"],
                 before=moments["before"],
                 text=chosen["text"] or None,
+                user_id=chosen["user"] or None,
             )
             if not records and not offset:
                 require(memory)
@@ -279,6 +286,7 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
                 title="Memory",
                 around=around,
                 record=around.memory,
+                history=memory.history(around.memory.id),
                 metadata=views.metadata(around.memory),
                 done=page.params.get("done"),
             )

@@ -90,6 +90,16 @@ def results(response: RecallResponse) -> list[dict[str, Any]]:
     return out
 
 
+#: The owner keys a card names, and the word it names each by.
+OWNER_WORDS = {"user_id": "user", "agent_id": "agent", "run_id": "run"}
+
+
+def owner(record: MemoryRecord) -> list[str]:
+    """Whose memory it is, as a card shows it: ``["user alice", "agent helper"]``."""
+    held = record.metadata
+    return [f"{word} {held[key]}" for key, word in OWNER_WORDS.items() if held.get(key) is not None]
+
+
 def metadata(record: MemoryRecord) -> str:
     return json.dumps(dict(record.metadata), indent=2, ensure_ascii=False, sort_keys=True)
 
