@@ -235,15 +235,22 @@ class Memory:
         return self.store_many(items)
 
     def remember_conversation(
-        self, conversation: object, *, session: str | None = None, system: str = "skip"
+        self,
+        conversation: object,
+        *,
+        session: str | None = None,
+        system: str = "skip",
+        metadata: Mapping[str, Any] | None = None,
     ) -> RememberedConversation:
         """Store a chat conversation as it is, one memory per message with its speaker, role,
         session and time (:mod:`slm.inputs.conversations`). System messages are left out and
-        counted, or with ``system="keep"`` stored as standing instructions. All or nothing:
-        checked whole first, and a failure while storing it leaves none of it stored."""
+        counted, or with ``system="keep"`` stored as standing instructions. ``metadata`` is
+        added to every message's (a scope key there puts the whole conversation in that
+        scope). All or nothing: checked whole first, and a failure while storing it leaves
+        none of it stored."""
         from slm.inputs import conversations
 
-        read = conversations.read(conversation, session=session, system=system)
+        read = conversations.read(conversation, session=session, system=system, metadata=metadata)
         with stage.AllOrNothing(self.store, self.profile) as whole:
             done = [whole.add(self.store_many(part)) for part in conversations.batches(read.items)]
         return RememberedConversation(tuple(d for part in done for d in part), read.system_skipped)

@@ -81,10 +81,18 @@ def memories(
     return read(conversation, session=session, system=system).items
 
 
-def read(conversation: object, *, session: str | None = None, system: str = "skip") -> Transcript:
+def read(
+    conversation: object,
+    *,
+    session: str | None = None,
+    system: str = "skip",
+    metadata: Mapping[str, Any] | None = None,
+) -> Transcript:
     """The memories of ``conversation`` (a list of messages or ``{"messages": ...}``), in
-    order, with ``system`` messages skipped or kept; :class:`InvalidInput` naming the
-    message and field of the first problem."""
+    order, with ``system`` messages skipped or kept and ``metadata`` added to each one's
+    (the message's own keys, such as ``role`` and ``session``, win); :class:`InvalidInput`
+    naming the message and field of the first problem."""
+    extra = validate.metadata(metadata) if metadata is not None else {}
     if system not in SYSTEM_CHOICES:
         raise InvalidInput(
             f"system must be {' or '.join(SYSTEM_CHOICES)}, not {_show(system)}", field="system"
@@ -120,7 +128,7 @@ def read(conversation: object, *, session: str | None = None, system: str = "ski
             field = f"messages[{index}]" + (f".{exc.field}" if exc.field else "")
             raise InvalidInput(f"{field}: {exc}", field=field, index=index) from None
         if item is not None:
-            out.append(item)
+            out.append(replace(item, metadata={**extra, **_fields(item)}) if extra else item)
     if not out and not skipped:
         raise InvalidInput("no message of the conversation has text", field="messages")
     if session is None and out:

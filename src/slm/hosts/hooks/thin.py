@@ -1,0 +1,238 @@
+"""``slm-hook HOST EVENT [--profile NAME] [--db PATH]``: what an agent host runs on a
+lifecycle event, with the event's JSON payload on stdin (docs/hooks.md).
+
+It imports nothing of slm's engine (a hook runs on every prompt; loading the model there
+would cost a second): it reads the payload, finds the project and whether it opted out,
+and forwards the event over loopback to the user's warm process
+(:mod:`slm.hosts.hooks.worker`), starting it when none answers. For a prompt or a session's
+start it waits at most a budget for the block to inject and prints it in the host's form;
+for a capture (Stop, PreCompact, SessionEnd) it writes the event to the spool the warm
+process drains and returns at once, so nothing is lost when no process is up yet.
+
+Toward the host it never fails: whatever goes wrong (an unknown host or event, bad JSON,
+no process within the budget) it exits 0 having printed nothing, and writes one line to
+the hooks' log (``hooks/hooks.log`` in slm's data directory).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slm.hosts.hooks.place import hooks_dir
+from slm.hosts.hooks.project import opted_out, project_of
+
+#: Each host's events: the ones that inject (the hook waits) and the ones that capture.
+INJECT_EVENTS = {
+    "claude-code": ("SessionStart", "UserPromptSubmit"),
+    "gemini-cli": ("SessionStart", "BeforeAgent"),
+}
+CAPTURE_EVENTS = {
+    "claude-code": ("Stop", "PreCompact", "SessionEnd"),
+    "gemini-cli": ("AfterAgent", "PreCompress", "SessionEnd"),
+}
+#: Seconds a prompt's hook waits for its block, and a session start's (which may start
+#: the warm process and load the model): ``SLM_HOOK_WAIT_PROMPT``, ``SLM_HOOK_WAIT_START``.
+WAIT_PROMPT, WAIT_START = 2.0, 10.0
+#: The most payload read from stdin.
+MAX_PAYLOAD = 8 * 1024 * 1024
+#: The log's size past which its older half is dropped.
+LOG_BYTES = 1024 * 1024
+#: The header that carries the warm process's secret.
+SECRET_HEADER = "X-Slm-Secret"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the hook; always 0."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args)
+    except BaseException as exc:  # the host must never see a failure or a traceback
+        log(" ".join(args[:2]), f"failed: {type(exc).__name__}: {exc}")
+        return 0
+
+
+def _run(args: list[str]) -> int:
+    options, where = _options(args)
+    if len(where) != 2:
+        log(" ".join(args), "usage: slm-hook HOST EVENT [--profile NAME] [--db PATH]")
+        return 0
+    host, event = where
+    injects = event in INJECT_EVENTS.get(host, ())
+    if not injects and event not in CAPTURE_EVENTS.get(host, ()):
+        log(f"{host} {event}", "unknown host or event: nothing done")
+        return 0
+    if os.environ.get("SLM_HOOKS", "").strip().lower() in ("0", "off", "false", "no"):
+        return 0
+    raw = sys.stdin.buffer.read(MAX_PAYLOAD + 1)
+    if len(raw) > MAX_PAYLOAD:
+        log(f"{host} {event}", f"payload over {MAX_PAYLOAD} bytes: nothing done")
+        return 0
+    payload = json.loads(raw.decode("utf-8", errors="replace"))
+    if not isinstance(payload, dict):
+        log(f"{host} {event}", "payload is not a JSON object: nothing done")
+        return 0
+    given = payload.get("cwd")
+    cwd = given if isinstance(given, str) and given else os.getcwd()
+    project = project_of(cwd)
+    if opted_out(cwd, project):
+        return 0
+    request = {
+        "host": host,
+        "event": event,
+        "profile": options.get("profile") or os.environ.get("SLM_PROFILE") or "default",
+        "db": options.get("db") or os.environ.get("SLM_DB") or None,
+        "project": project,
+        "payload": payload,
+    }
+    if not injects:
+        spool(request)
+        if post("/drain", {}, 0.5) is None:
+            start_worker()
+        return 0
+    wait = _seconds("SLM_HOOK_WAIT_START" if "Start" in event else "SLM_HOOK_WAIT_PROMPT",
+                    WAIT_START if "Start" in event else WAIT_PROMPT)  # fmt: skip
+    answer = post("/event", request, wait)
+    if answer is None:
+        start_worker()
+        answer = post("/event", request, wait, patience=wait)
+    if answer is None:
+        log(f"{host} {event}", f"no answer from the warm process within {wait:.1f} s")
+        return 0
+    context = answer.get("context")
+    if isinstance(context, str) and context:
+        sys.stdout.write(render(host, event, context))
+        sys.stdout.flush()
+    return 0
+
+
+def render(host: str, event: str, context: str) -> str:
+    """What the hook prints for ``context`` in ``host``'s documented form (Claude Code and
+    Gemini CLI: ``hookSpecificOutput.additionalContext``)."""
+    out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
+    return json.dumps(out, ensure_ascii=False) + "\n"
+
+
+def _options(args: list[str]) -> tuple[dict[str, str], list[str]]:
+    options: dict[str, str] = {}
+    where: list[str] = []
+    items = iter(args)
+    for item in items:
+        name, _, value = item.partition("=")
+        if name in ("--profile", "--db"):
+            options[name[2:]] = value if value else next(items, "")
+        else:
+            where.append(item)
+    return options, where
+
+
+def _seconds(name: str, default: float) -> float:
+    try:
+        return max(0.05, float(os.environ[name]))
+    except (KeyError, ValueError):
+        return default
+
+
+def spool(request: Mapping[str, Any]) -> Path:
+    """Write ``request`` to the spool (one private file, named to sort in arrival order)."""
+    folder = hooks_dir() / "spool"
+    folder.mkdir(exist_ok=True, mode=0o700)
+    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    part = folder / f".{name}"
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(request, out, ensure_ascii=False)
+    os.replace(part, folder / name)
+    return folder / name
+
+
+def address() -> tuple[int, str] | None:
+    """The warm process's port and secret, from its file when the file is this user's own
+    and private; else None."""
+    where = hooks_dir() / "worker.json"
+    try:
+        status = where.stat()
+        if status.st_uid != os.getuid() or status.st_mode & 0o077:
+            return None
+        found = json.loads(where.read_text(encoding="utf-8"))
+        return int(found["port"]), str(found["secret"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def post(
+    route: str, body: Mapping[str, Any], timeout: float, patience: float = 0.0
+) -> dict[str, Any] | None:
+    """POST ``body`` to the warm process and its JSON answer; None when no process answers
+    (after trying for ``patience`` seconds, while one starts) or the answer is not JSON."""
+    deadline = time.monotonic() + patience
+    data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+    while True:
+        found = address()
+        if found is not None:
+            try:
+                return _ask(found, route, data, timeout)
+            except ConnectionRefusedError:
+                pass
+            except (OSError, http.client.HTTPException, ValueError):
+                return None
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def _ask(found: tuple[int, str], route: str, data: bytes, timeout: float) -> dict[str, Any] | None:
+    port, secret = found
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        connection.request(
+            "POST", route, data, {"Content-Type": "application/json", SECRET_HEADER: secret}
+        )
+        response = connection.getresponse()
+        answer = json.loads(response.read() or b"null")
+    finally:
+        connection.close()
+    return answer if response.status == 200 and isinstance(answer, dict) else None
+
+
+def start_worker() -> None:
+    """Start the warm process, detached from the hook (it outlives it and the host's
+    session); a second one started meanwhile finds the first holding the lock and exits."""
+    import subprocess
+
+    with open(hooks_dir() / "worker.out", "ab") as out:
+        subprocess.Popen(
+            [sys.executable, "-m", "slm.hosts.hooks.worker"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            close_fds=True,
+        )
+
+
+def log(what: str, message: str) -> None:
+    """One line in the hooks' log (never raises)."""
+    try:
+        where = hooks_dir() / "hooks.log"
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        line = f"{stamp} pid {os.getpid()} {what}: {' '.join(message.split())[:500]}\n"
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8") as out:
+            out.write(line)
+        if where.stat().st_size > LOG_BYTES:
+            data = where.read_bytes()[-LOG_BYTES // 2 :]
+            where.write_bytes(data[data.find(b"\n") + 1 :])
+    except Exception:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
