@@ -19,7 +19,7 @@ LAYERS: list[set[str]] = [
     {"channels"},
     {"recall", "learn", "calibrate"},
     {"engine", "inputs", "related", "profiles", "aio", "copy"},
-    {"cli", "server", "integrations", "__init__", "__main__"},
+    {"cli", "server", "integrations", "hosts", "__init__", "__main__"},
 ]  # fmt: skip
 
 

@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -209,6 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return 0  # another warm process is up
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop as after idling
     worker = Worker(folder)
     server = _Server(("127.0.0.1", 0), _Handler)
     server.worker = worker
