@@ -263,22 +263,12 @@ def test_the_real_claude_cli_runs_the_hooks_and_gets_the_memory_injected(tmp_pat
     hook.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m slm.hosts.hooks.thin "$@"\n')
     hook.chmod(0o755)
     events = ("SessionStart", "UserPromptSubmit", "SessionEnd")
-    settings = {
-        "hooks": {
-            event: [
-                {
-                    "hooks": [
-                        {
-                            "type": "command",
-                            "command": f"{hook} claude-code {event} --db {db}",
-                            "timeout": 30,
-                        }
-                    ]
-                }
-            ]  # fmt: skip
-            for event in events
-        }
-    }
+
+    def command(event: str) -> dict[str, object]:
+        run = f"{hook} claude-code {event} --db {db}"
+        return {"type": "command", "command": run, "timeout": 30}
+
+    settings = {"hooks": {event: [{"hooks": [command(event)]}] for event in events}}
     (project / ".claude").mkdir()
     (project / ".claude" / "settings.json").write_text(json.dumps(settings))
     home = tmp_path / "home-claude"
