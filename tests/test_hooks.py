@@ -111,8 +111,9 @@ def test_capturing_twice_stores_nothing_twice_and_new_turns_are_read_from_where_
 ) -> None:
     db, project = tmp_path / "m.db", _project(tmp_path, "shop")
     transcript = _session_one(tmp_path, project)
-    for _ in range(2):
+    for times in (1, 2):
         run_hook("Stop", payload("Stop", "one", project, transcript), db)
+        wait_captures(times)
     first, second = wait_captures(2)
     assert len(first["captured"]) == 4 and second["captured"] == [] and second["turns"] == 0
     write_transcript(transcript, [line("user", "Also keep nightly backups.")], append=True)
@@ -298,3 +299,39 @@ def test_the_real_claude_cli_runs_the_hooks_and_gets_the_memory_injected(tmp_pat
     assert injected["Write a haiku about tea"] == ""
     ends = [e for e in wait_captures(3) if e["event"] == "SessionEnd"]
     assert [e["turns"] for e in ends] == [1, 1]
+
+
+def test_the_page_shows_what_was_captured_and_injected_and_forgets_in_one_click(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+    from contextlib import contextmanager
+
+    import httpx
+    from test_http import run_server
+
+    monkeypatch.setenv("SLM_EMBEDDER", "fake")  # the server the page runs on uses it
+    monkeypatch.setenv("SLM_HOME", str(tmp_path))  # and this data directory
+    db, project = tmp_path / "api.db", _project(tmp_path, "shop")
+    transcript = _session_one(tmp_path, project)
+    run_hook("Stop", payload("Stop", "one", project, transcript), db)
+    wait_captures(1)
+    asked = payload("UserPromptSubmit", "two", project, tmp_path / "two.jsonl")
+    for prompt in ("billing PostgreSQL 16 replication", "How do I center a div?"):
+        run_hook("UserPromptSubmit", {**asked, "prompt": prompt}, db)
+    injected = [e for e in journal() if e.get("why") == "injected"]
+    assert injected and [e.get("why") for e in journal()][-1] != "injected", journal()
+    forgotten = injected[0]["shown"][0][0]
+    with contextmanager(run_server)(tmp_path) as url, httpx.Client(base_url=url) as client:
+        page = client.get("/ui/hooks").text
+        assert "billing PostgreSQL 16 replication" in page and "How do I center a div?" in page
+        assert "nothing injected: abstained" in page or "nothing injected: below minimum" in page
+        assert "Session <a" in page and "4 memories stored" in page and "2 turns read" in page
+        assert f'/ui/memories/{forgotten}/forget"' in page
+        csrf = re.search(r'name="csrf" value="([^"]+)"', page)
+        assert csrf is not None
+        done = client.post(f"/ui/memories/{forgotten}/forget", data={"csrf": csrf.group(1)})
+        assert done.status_code in (302, 303)
+        again = client.get("/ui/hooks", params={"session": "two"}).text
+        assert f"{forgotten}: forgotten" in again and "How do I center a div?" in again
+        assert "Session <a" not in again

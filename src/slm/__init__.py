@@ -13,11 +13,13 @@ loading the engine, its model runtime and its stores (about half a second).
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from slm.release import VERSION
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a few ms)
 if TYPE_CHECKING:
+    from typing import Any
+
     from slm.aio import AsyncMemory
     from slm.channels import ALL_CHANNELS
     from slm.contract import SCORE_CONTRACT_VERSION, ChannelRank, RecallResponse, RecallResult

@@ -11,6 +11,7 @@ kept (:class:`Injection`) for the journal the page shows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,7 +41,8 @@ ABSTAINED, BELOW_MINIMUM, EMPTY_PROMPT, INJECTED = (
     "empty prompt",
     "injected",
 )
-_PROMPT_HEAD = (
+#: The head line of a prompt's block.
+PROMPT_HEAD = (
     "slm recalled these memories of earlier sessions in this project for the prompt "
     "(relevance 0..1; MCP tool `get` with an id returns a whole memory):"
 )
@@ -78,12 +80,16 @@ def for_prompt(
     if response.abstained:
         reason = response.abstention_reason or ""
         return Injection("", ABSTAINED, detail=ABSTENTION_WORDS.get(reason, reason), best=best)
+    candidates = [
+        (r.id, round(r.relevance_score, 4), len(" ".join(r.memory.content.split()))) for r in others
+    ]
+    extra = {"candidates": candidates}
     kept = [r for r in others if r.relevance_score >= minimum][:MAX_SHOWN]
     if not kept:
         detail = f"best {best:.2f} < {minimum:.2f}" if best is not None else "none of others"
-        return Injection("", BELOW_MINIMUM, detail=detail, best=best)
-    lines, shown = _lines([(r.memory, r.relevance_score) for r in kept], budget, _PROMPT_HEAD)
-    return Injection("\n".join(lines), INJECTED, tuple(shown), best=best)
+        return Injection("", BELOW_MINIMUM, detail=detail, best=best, extra=extra)
+    lines, shown = _lines([(r.memory, r.relevance_score) for r in kept], budget, PROMPT_HEAD)
+    return Injection("\n".join(lines), INJECTED, tuple(shown), best=best, extra=extra)
 
 
 def for_start(
@@ -109,19 +115,39 @@ def _standing(record: MemoryRecord) -> bool:
 def _lines(
     items: list[tuple[MemoryRecord, float | None]], budget: int, head: str
 ) -> tuple[list[str], list[tuple[str, float | None]]]:
-    lines, shown, used = [head], [], len(head)
+    labels, texts = [], []
     for record, relevance in items:
         when = (record.event_time or record.recorded_at).date().isoformat()
         score = "" if relevance is None else f" | relevance {relevance:.2f}"
-        label = f"- [{when}{score} | id {record.id}] "
-        room = min(ITEM_CHARS, budget - used - len(label) - 1)
+        labels.append(f"- [{when}{score} | id {record.id}] ")
+        texts.append(" ".join(record.content.split()))
+    rooms = fit([(len(a), len(b)) for a, b in zip(labels, texts, strict=True)], budget, len(head))
+    lines = [head] + [labels[i] + _cut(texts[i], room) for i, room in enumerate(rooms)]
+    shown = [
+        (record.id, None if relevance is None else round(relevance, 4))
+        for record, relevance in items[: len(rooms)]
+    ]
+    return lines, shown
+
+
+def fit(sizes: Sequence[tuple[int, int]], budget: int, head: int) -> list[int]:
+    """How many characters of each item's text a block shows, for items of (label, text)
+    sizes in order after a head line of ``head`` characters, within ``budget`` characters
+    (lines joined by newlines): each text cut to :data:`ITEM_CHARS` and to what is left,
+    and no item once fewer than 40 characters are left for its text."""
+    rooms, used = [], head
+    for label, text in sizes:
+        room = min(ITEM_CHARS, budget - used - label - 1)
         if room < 40:
             break
-        line = label + _cut(" ".join(record.content.split()), room)
-        lines.append(line)
-        shown.append((record.id, None if relevance is None else round(relevance, 4)))
-        used += len(line) + 1
-    return lines, shown
+        rooms.append(min(room, text))
+        used += label + min(room, text) + 1
+    return rooms
+
+
+def prompt_label(relevance: float, memory_id: str) -> int:
+    """The size of a prompt block's label of a memory (what :func:`fit` is given)."""
+    return len(f"- [2000-01-01 | relevance {relevance:.2f} | id {memory_id}] ")
 
 
 def _cut(text: str, limit: int) -> str:

@@ -20,8 +20,10 @@ KEEP_BYTES = 2 * 1024 * 1024
 _LOCK = threading.Lock()
 
 
-def path(db: str | None, profile: str, env: Mapping[str, str] | None = None) -> Path:
-    return hooks_dir(env) / f"journal-{store_key(db, profile)}.jsonl"
+def path(location: str, profile: str, env: Mapping[str, str] | None = None) -> Path:
+    """The journal of the store at ``location`` (:attr:`slm.Memory.location`) and
+    ``profile``."""
+    return hooks_dir(env) / f"journal-{store_key(location, profile)}.jsonl"
 
 
 def append(where: Path, entry: Mapping[str, Any]) -> None:

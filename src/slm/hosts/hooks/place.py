@@ -6,7 +6,6 @@ hook imports it."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,11 +30,15 @@ def hooks_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def store_key(db: str | None, profile: str) -> str:
     """A short name for one store and profile: the journal's and the offsets' file names."""
+    import hashlib  # not at the top: the thin hook never needs it
+
     where = os.path.realpath(db) if db and "://" not in db else (db or "")
     return hashlib.sha256(f"{where}\0{profile}".encode()).hexdigest()[:16]
 
 
 def session_key(db: str | None, profile: str, session: str) -> str:
+    import hashlib
+
     return hashlib.sha256(f"{store_key(db, profile)}\0{session}".encode()).hexdigest()[:24]
 
 

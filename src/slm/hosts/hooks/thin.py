@@ -16,18 +16,20 @@ the hooks' log (``hooks/hooks.log`` in slm's data directory).
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
+import socket
 import sys
 import time
-import uuid
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
 
 from slm.hosts.hooks.place import hooks_dir
 from slm.hosts.hooks.project import opted_out, project_of
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from pathlib import Path
+    from typing import Any
 
 #: Each host's events: the ones that inject (the hook waits) and the ones that capture.
 INJECT_EVENTS = {
@@ -91,9 +93,10 @@ def _run(args: list[str]) -> int:
         "db": options.get("db") or os.environ.get("SLM_DB") or None,
         "project": project,
         "payload": payload,
+        "minimum": _minimum(),
     }
     if not injects:
-        spool(request)
+        spool({**request, "spooled_ns": time.time_ns()})
         if post("/drain", {}, 0.5) is None:
             start_worker()
         return 0
@@ -133,6 +136,16 @@ def _options(args: list[str]) -> tuple[dict[str, str], list[str]]:
     return options, where
 
 
+def _minimum() -> float | None:
+    """``SLM_HOOK_MIN_RELEVANCE`` (0..1), the minimum relevance of what is injected; None:
+    the shipped default."""
+    try:
+        value = float(os.environ["SLM_HOOK_MIN_RELEVANCE"])
+    except (KeyError, ValueError):
+        return None
+    return value if 0.0 <= value <= 1.0 else None
+
+
 def _seconds(name: str, default: float) -> float:
     try:
         return max(0.05, float(os.environ[name]))
@@ -144,7 +157,7 @@ def spool(request: Mapping[str, Any]) -> Path:
     """Write ``request`` to the spool (one private file, named to sort in arrival order)."""
     folder = hooks_dir() / "spool"
     folder.mkdir(exist_ok=True, mode=0o700)
-    name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+    name = f"{time.time_ns():020d}-{os.urandom(4).hex()}.json"
     part = folder / f".{name}"
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -181,7 +194,7 @@ def post(
                 return _ask(found, route, data, timeout)
             except ConnectionRefusedError:
                 pass
-            except (OSError, http.client.HTTPException, ValueError):
+            except (OSError, ValueError):
                 return None
         if time.monotonic() >= deadline:
             return None
@@ -189,17 +202,26 @@ def post(
 
 
 def _ask(found: tuple[int, str], route: str, data: bytes, timeout: float) -> dict[str, Any] | None:
+    """One HTTP/1.0 exchange over a plain socket (``http.client`` alone takes longer to
+    import than the whole exchange)."""
     port, secret = found
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        connection.request(
-            "POST", route, data, {"Content-Type": "application/json", SECRET_HEADER: secret}
-        )
-        response = connection.getresponse()
-        answer = json.loads(response.read() or b"null")
-    finally:
-        connection.close()
-    return answer if response.status == 200 and isinstance(answer, dict) else None
+    head = (
+        f"POST {route} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n{SECRET_HEADER}: {secret}\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+        connection.sendall(head.encode("ascii") + data)
+        chunks = []
+        while chunk := connection.recv(65536):
+            chunks.append(chunk)
+    reply = b"".join(chunks)
+    status_line, _, rest = reply.partition(b"\r\n")
+    _, _, body = rest.partition(b"\r\n\r\n")
+    parts = status_line.split()
+    if len(parts) < 2 or parts[1] != b"200":
+        return None
+    answer = json.loads(body or b"null")
+    return answer if isinstance(answer, dict) else None
 
 
 def start_worker() -> None:

@@ -113,47 +113,64 @@ class Worker:
             "shown": [list(s) for s in found.shown],
             "chars": len(found.block),
             "ms": round((time.perf_counter() - began) * 1000, 2),
+            **found.extra,
         }
-        journal.append(journal.path(db, profile), entry)
+        journal.append(journal.path(memory.location, profile), entry)
         return {"context": found.block, "why": found.why, "shown": entry["shown"]}
 
     def drain(self) -> int:
-        """Capture every spooled event, oldest first; how many were handled."""
-        from slm.hosts.hooks import capture, journal
-
-        done = 0
+        """Capture every spooled event, oldest first, one capture per session however many
+        of its events wait (each reads the transcript to its end); how many were handled."""
+        pending: dict[tuple[Any, ...], list[tuple[Path, dict[str, Any]]]] = {}
         for item in sorted((self.folder / "spool").glob("[0-9]*.json")):
-            began = time.perf_counter()
             try:
                 request = json.loads(item.read_text(encoding="utf-8"))
-                db, profile = request.get("db"), str(request.get("profile") or "default")
-                memory = self.memory(db, profile)
-                result = capture.capture(
-                    memory, request["payload"], request["project"], host=request["host"], db=db
-                )
                 payload = request["payload"]
-                journal.append(
-                    journal.path(db, profile),
-                    {
-                        "time": _now(),
-                        "host": request["host"],
-                        "event": request["event"],
-                        "session": payload.get("session_id"),
-                        "project": request["project"],
-                        "captured": list(result.created),
-                        "turns": result.turns,
-                        "observations": result.observations,
-                        "skipped": result.skipped,
-                        "masked": result.masked,
-                        "ms": round((time.perf_counter() - began) * 1000, 2),
-                    },
-                )
-            except Exception as exc:
-                log(f"capture {item.name}", f"failed: {type(exc).__name__}: {exc}")
-            item.unlink(missing_ok=True)
-            done += 1
+                key = (request.get("db"), request.get("profile"), payload.get("session_id"),
+                       payload.get("transcript_path"))  # fmt: skip
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                log(f"capture {item.name}", f"unreadable: {type(exc).__name__}: {exc}")
+                item.unlink(missing_ok=True)
+                continue
+            pending.setdefault(key, []).append((item, request))
+        for events in pending.values():
+            self._capture(events[-1][1], len(events), events[0][1].get("spooled_ns"))
+            for item, _ in events:
+                item.unlink(missing_ok=True)
             self.used = time.monotonic()
-        return done
+        return sum(map(len, pending.values()))
+
+    def _capture(self, request: dict[str, Any], events: int, spooled_ns: object) -> None:
+        from slm.hosts.hooks import capture, journal
+
+        began = time.perf_counter()
+        try:
+            db, profile = request.get("db"), str(request.get("profile") or "default")
+            memory = self.memory(db, profile)
+            payload = request["payload"]
+            result = capture.capture(
+                memory, payload, request["project"], host=request["host"], db=db
+            )
+            journal.append(
+                journal.path(memory.location, profile),
+                {
+                    "time": _now(),
+                    "host": request["host"],
+                    "event": request["event"],
+                    "events": events,
+                    "session": payload.get("session_id"),
+                    "project": request["project"],
+                    "captured": list(result.created),
+                    "turns": result.turns,
+                    "observations": result.observations,
+                    "skipped": result.skipped,
+                    "masked": result.masked,
+                    "ms": round((time.perf_counter() - began) * 1000, 2),
+                    "after_ms": _since(spooled_ns),
+                },
+            )
+        except Exception as exc:
+            log(f"capture {request.get('event')}", f"failed: {type(exc).__name__}: {exc}")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -241,6 +258,14 @@ def _forget_address(mine: Path) -> None:
             mine.unlink()
     except (OSError, ValueError):
         pass
+
+
+def _since(spooled_ns: object) -> float | None:
+    """Milliseconds since the hook spooled the event (what a capture costs the user: the
+    time until its turns are stored)."""
+    if not isinstance(spooled_ns, int):
+        return None
+    return round((time.time_ns() - spooled_ns) / 1e6, 2)
 
 
 def _now() -> str:
