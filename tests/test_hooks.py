@@ -335,3 +335,38 @@ def test_the_page_shows_what_was_captured_and_injected_and_forgets_in_one_click(
         again = client.get("/ui/hooks", params={"session": "two"}).text
         assert f"{forgotten}: forgotten" in again and "How do I center a div?" in again
         assert "Session <a" not in again
+
+
+def test_gemini_cli_turns_are_captured_from_after_agent_and_recalled_before_the_agent(
+    tmp_path: Path,
+) -> None:
+    """Gemini CLI's documented payloads: ``AfterAgent`` carries the turn (``prompt``,
+    ``prompt_response``); ``BeforeAgent`` and ``SessionStart`` take
+    ``hookSpecificOutput.additionalContext``."""
+    db, project = tmp_path / "m.db", _project(tmp_path, "shop")
+    gemini = [sys.executable, "-m", "slm.hosts.hooks.thin", "gemini-cli"]
+
+    def hook(event: str, body: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        session = "g1" if event == "AfterAgent" else "g2"
+        given = {"session_id": session, "transcript_path": str(tmp_path / "g.json"),
+                 "cwd": str(project), "hook_event_name": event,
+                 "timestamp": "2026-11-02T09:00:00Z", **body}  # fmt: skip
+        return subprocess.run([*gemini, event, "--db", str(db)], input=json.dumps(given),
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    turn = {
+        "prompt": "The staging cluster runs Kubernetes 1.31 in region eu-west-3.",
+        "prompt_response": "Noted: staging is Kubernetes 1.31 in eu-west-3.",
+        "stop_hook_active": False,
+    }
+    for _ in range(2):
+        done = hook("AfterAgent", turn)
+        assert (done.returncode, done.stdout) == (0, "")
+    first, second = wait_captures(2)
+    assert len(first["captured"]) == 2 and second["captured"] == []
+    asked = hook("BeforeAgent", {"prompt": "Which Kubernetes version does staging run?"})
+    context = json.loads(asked.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "BeforeAgent"
+    assert "Kubernetes 1.31" in context["additionalContext"]
+    for event in ("PreCompress", "AfterTool"):
+        assert hook(event, {}).returncode == 0

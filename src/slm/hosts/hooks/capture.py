@@ -53,8 +53,12 @@ def capture(
     db: str | None,
     env: Mapping[str, str] | None = None,
 ) -> Captured:
-    """Store what ``payload``'s transcript holds after the session's last capture."""
+    """Store what ``payload``'s transcript holds after the session's last capture (for
+    Gemini CLI, the turn the payload holds)."""
     session = str(payload.get("session_id") or "")
+    scope = {PROJECT_KEY: project, "host": host}
+    if host == "gemini-cli":
+        return _store(memory, said_turn(payload), session, scope)
     transcript = payload.get("transcript_path")
     if not session or not isinstance(transcript, str) or not Path(transcript).is_file():
         return Captured((), 0, 0, 0, 0, 0)
@@ -63,30 +67,55 @@ def capture(
     state = _state(mark)
     offset = int(state.get("offset", 0)) if state.get("transcript") == transcript else 0
     reading = claude_code.read(transcript, offset, project)
-    scope = {PROJECT_KEY: project, "host": host}
+    done = _store(memory, reading, session, scope)
+    skipped = int(state.get("skipped", 0)) + reading.skipped
+    record = {"transcript": transcript, "offset": reading.end, "skipped": skipped}
+    write_private(mark, json.dumps(record))
+    return done
+
+
+def said_turn(payload: Mapping[str, Any]) -> claude_code.Reading:
+    """The turn a Gemini CLI ``AfterAgent`` payload holds (``prompt`` and
+    ``prompt_response``), cleaned and masked as a transcript's text is."""
+    reading = claude_code.Reading()
+    when = payload.get("timestamp")
+    for role, key in (("user", "prompt"), ("assistant", "prompt_response")):
+        text = payload.get(key)
+        if isinstance(text, str):
+            clean, hidden = claude_code.clean(text)
+            reading.masked += hidden
+            if clean:
+                reading.turns.append(
+                    claude_code.Turn(role, clean, when if isinstance(when, str) else None)
+                )
+    return reading
+
+
+def _store(
+    memory: Memory, reading: claude_code.Reading, session: str, scope: dict[str, Any]
+) -> Captured:
+    """Store ``reading``'s turns as a conversation, its observations beside it."""
     created: list[str] = []
     turns = reading.turns
     for start in range(0, len(turns), PART_TURNS):
-        part = turns[start : start + PART_TURNS]
         messages = [
             {"role": t.role, "content": t.text, **({"time": t.time} if t.time else {})}
-            for t in part
+            for t in turns[start : start + PART_TURNS]
         ]
-        done = memory.remember_conversation({"messages": messages}, session=session, metadata=scope)
+        done = memory.remember_conversation(
+            {"messages": messages}, session=session or None, metadata=scope
+        )
         created += [r.id for r in done.memories if r.created]
     if reading.observations:
         meta = {**scope, "session": session, "kind": "observation"}
         when = next((t.time for t in reversed(turns) if t.time), None)
-        done_obs = memory.remember_many(
+        observed = memory.remember_many(
             [
                 {"content": o, "source": OBSERVER, "metadata": meta, "event_time": when}
                 for o in reading.observations
             ]
         )
-        created += [r.id for r in done_obs if r.created]
-    skipped = int(state.get("skipped", 0)) + reading.skipped
-    record = {"transcript": transcript, "offset": reading.end, "skipped": skipped}
-    write_private(mark, json.dumps(record))
+        created += [r.id for r in observed if r.created]
     return Captured(
         tuple(created),
         len(turns),

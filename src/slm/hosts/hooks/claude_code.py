@@ -81,11 +81,11 @@ def read(path: str | Path, offset: int = 0, project: str | None = None) -> Readi
             continue
         try:
             for role, text in _said(record, changed, commands, failures):
-                clean, hidden = _clean(text)
+                kept, hidden = clean(text)
                 reading.masked += hidden
-                if clean:
+                if kept:
                     time = record.get("timestamp")
-                    reading.turns.append(Turn(role, clean, time if isinstance(time, str) else None))
+                    reading.turns.append(Turn(role, kept, time if isinstance(time, str) else None))
         except (TypeError, AttributeError, KeyError):
             reading.skipped += 1
     reading.observations = _observations(changed, failures, project)
@@ -161,7 +161,7 @@ def _observations(changed: dict[str, None], failures: list[str], project: str | 
         out.append("Files changed in this session: " + ", ".join(names[:20]))
     for failure in failures[:MAX_FAILURES]:
         out.append("A command failed in this session: " + _short(failure, 300))
-    return [_clean(text)[0] for text in out]
+    return [clean(text)[0] for text in out]
 
 
 def _relative(path: str, project: str | None) -> str:
@@ -175,7 +175,7 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _clean(text: str) -> tuple[str, int]:
+def clean(text: str) -> tuple[str, int]:
     """``text`` without control characters, its secrets masked, at most
     :data:`MAX_TEXT_CHARS` long."""
     text = _CONTROL.sub("", text.encode("utf-8", errors="replace").decode("utf-8")).strip()

@@ -38,7 +38,7 @@ INJECT_EVENTS = {
 }
 CAPTURE_EVENTS = {
     "claude-code": ("Stop", "PreCompact", "SessionEnd"),
-    "gemini-cli": ("AfterAgent", "PreCompress", "SessionEnd"),
+    "gemini-cli": ("AfterAgent",),
 }
 #: Seconds a prompt's hook waits for its block, and a session start's (which may start
 #: the warm process and load the model): ``SLM_HOOK_WAIT_PROMPT``, ``SLM_HOOK_WAIT_START``.

@@ -126,8 +126,11 @@ class Worker:
             try:
                 request = json.loads(item.read_text(encoding="utf-8"))
                 payload = request["payload"]
+                # A transcript is read to its end by one capture; a turn given in the
+                # payload itself (Gemini CLI's AfterAgent) is its own.
                 key = (request.get("db"), request.get("profile"), payload.get("session_id"),
-                       payload.get("transcript_path"))  # fmt: skip
+                       payload.get("transcript_path") if request["host"] == "claude-code"
+                       else item.name)  # fmt: skip
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 log(f"capture {item.name}", f"unreadable: {type(exc).__name__}: {exc}")
                 item.unlink(missing_ok=True)
