@@ -209,7 +209,9 @@ def _ask(found: tuple[int, str], route: str, data: bytes, timeout: float) -> dic
         f"POST {route} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(data)}\r\n{SECRET_HEADER}: {secret}\r\n\r\n"
     )
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as connection:
+        connection.settimeout(timeout)
+        connection.connect(("127.0.0.1", port))  # an address, not a name: no resolver
         connection.sendall(head.encode("ascii") + data)
         chunks = []
         while chunk := connection.recv(65536):
