@@ -86,11 +86,13 @@ def _run(args: list[str]) -> int:
     project = project_of(cwd)
     if opted_out(cwd, project):
         return 0
+    profile = options.get("profile") or os.environ.get("SLM_PROFILE") or "default"
+    db = options.get("db") or os.environ.get("SLM_DB") or None
     request = {
         "host": host,
         "event": event,
-        "profile": options.get("profile") or os.environ.get("SLM_PROFILE") or "default",
-        "db": options.get("db") or os.environ.get("SLM_DB") or None,
+        "profile": profile,
+        "db": db,
         "project": project,
         "payload": payload,
         "minimum": _minimum(),
@@ -98,13 +100,13 @@ def _run(args: list[str]) -> int:
     if not injects:
         spool({**request, "spooled_ns": time.time_ns()})
         if post("/drain", {}, 0.5) is None:
-            start_worker()
+            start_worker(db, profile)
         return 0
     wait = _seconds("SLM_HOOK_WAIT_START" if "Start" in event else "SLM_HOOK_WAIT_PROMPT",
                     WAIT_START if "Start" in event else WAIT_PROMPT)  # fmt: skip
     answer = post("/event", request, wait)
     if answer is None:
-        start_worker()
+        start_worker(db, profile)
         answer = post("/event", request, wait, patience=wait)
     if answer is None:
         log(f"{host} {event}", f"no answer from the warm process within {wait:.1f} s")
@@ -226,14 +228,16 @@ def _ask(found: tuple[int, str], route: str, data: bytes, timeout: float) -> dic
     return answer if isinstance(answer, dict) else None
 
 
-def start_worker() -> None:
+def start_worker(db: str | None, profile: str) -> None:
     """Start the warm process, detached from the hook (it outlives it and the host's
-    session); a second one started meanwhile finds the first holding the lock and exits."""
+    session), opening the hook's store and profile first; a second one started meanwhile
+    finds the first holding the lock and exits."""
     import subprocess
 
+    given = ["--profile", profile] + (["--db", db] if db else [])
     with open(hooks_dir() / "worker.out", "ab") as out:
         subprocess.Popen(
-            [sys.executable, "-m", "slm.hosts.hooks.worker"],
+            [sys.executable, "-m", "slm.hosts.hooks.worker", *given],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,

@@ -11,7 +11,7 @@ captures in arrival order on one thread (:mod:`slm.hosts.hooks.capture`), each s
 event removed once done. Every event it handles is one line in the journal the page reads
 (:mod:`slm.hosts.hooks.journal`); a failure is one line in the hooks' log.
 
-``python -m slm.hosts.hooks.worker [--idle SECONDS]``.
+``python -m slm.hosts.hooks.worker [--idle SECONDS] [--db PATH] [--profile NAME]``.
 """
 
 from __future__ import annotations
@@ -67,9 +67,10 @@ class Worker:
                 self._memories[key] = opened
             return self._memories[key]
 
-    def warm(self) -> None:
-        """Open the default store and load the model now, before the first prompt."""
-        memory = self.memory(os.environ.get("SLM_DB") or None, "default")
+    def warm(self, db: str | None, profile: str) -> None:
+        """Open the store the first hook named and load the model now, before the first
+        prompt."""
+        memory = self.memory(db, profile)
         memory.embedder.embed_batch(["warm up"])
 
     def close(self) -> None:
@@ -222,6 +223,8 @@ class _Server(ThreadingHTTPServer):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m slm.hosts.hooks.worker")
     parser.add_argument("--idle", type=float, default=float(os.environ.get("SLM_HOOK_IDLE", IDLE)))
+    parser.add_argument("--db", help="The store to open first (default: SLM_DB, else slm's).")
+    parser.add_argument("--profile", default="default", help="The profile to open first.")
     args = parser.parse_args(argv)
     folder = hooks_dir()
     (folder / "spool").mkdir(exist_ok=True, mode=0o700)
@@ -239,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_private(mine, json.dumps({"port": port, "secret": worker.secret, "pid": os.getpid()}))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        worker.warm()
+        worker.warm(args.db or os.environ.get("SLM_DB") or None, args.profile)
         while time.monotonic() - worker.used < args.idle:
             worker.wake.wait(1.0)
             worker.wake.clear()
