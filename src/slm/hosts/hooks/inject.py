@@ -23,7 +23,7 @@ from slm.models import MemoryRecord
 
 #: The shipped minimum relevance a recalled memory needs to be injected (chosen on
 #: ``slm bench hooks``'s trade-off, docs/hooks.md).
-DEFAULT_MINIMUM = 0.5
+DEFAULT_MINIMUM = 0.6
 #: The most characters a block may have.
 DEFAULT_BUDGET = 1500
 #: How many memories recall is asked for (before those of the prompt's session are dropped).
