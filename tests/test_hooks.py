@@ -370,3 +370,43 @@ def test_gemini_cli_turns_are_captured_from_after_agent_and_recalled_before_the_
     assert "Kubernetes 1.31" in context["additionalContext"]
     for event in ("PreCompress", "AfterTool"):
         assert hook(event, {}).returncode == 0
+
+
+def test_a_stale_address_file_sends_nothing_to_whoever_holds_the_port_now(tmp_path: Path) -> None:
+    """A warm process that died leaves its file; its port may be another program's now.
+    The hook posts nothing there (no payload, no secret) and starts a warm process."""
+    import socket
+    import threading
+
+    db, project = tmp_path / "m.db", _project(tmp_path, "shop")
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    received: list[bytes] = []
+
+    def watch() -> None:
+        for _ in range(150):
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            received.append(connection.recv(65536))
+            connection.close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    folder = hooks_dir()
+    folder.mkdir(parents=True)
+    port = listener.getsockname()[1]
+    stale = {"port": port, "secret": "s" * 64, "pid": int(dead.stdout)}
+    (folder / "worker.json").write_text(json.dumps(stale))
+    (folder / "worker.json").chmod(0o600)
+    asked = {**payload("SessionStart", "one", project, tmp_path / "x"), "source": "startup"}
+    assert run_hook("SessionStart", asked, db).returncode == 0
+    watcher.join()
+    listener.close()
+    assert received == []
+    assert json.loads((folder / "worker.json").read_text())["port"] != port

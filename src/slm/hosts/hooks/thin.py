@@ -170,13 +170,14 @@ def spool(request: Mapping[str, Any]) -> Path:
 
 def address() -> tuple[int, str] | None:
     """The warm process's port and secret, from its file when the file is this user's own
-    and private; else None."""
+    and private and the process it names is alive; else None."""
     where = hooks_dir() / "worker.json"
     try:
         status = where.stat()
         if status.st_uid != os.getuid() or status.st_mode & 0o077:
             return None
         found = json.loads(where.read_text(encoding="utf-8"))
+        os.kill(int(found["pid"]), 0)  # a process that died may have left its port to another
         return int(found["port"]), str(found["secret"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
