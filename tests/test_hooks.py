@@ -160,6 +160,8 @@ def test_hostile_transcript_loses_nothing_valid_stores_no_secret_and_never_fails
         assert secret.content == f"user: my key is {MASK} and password={MASK}"
         (odd,) = memory.list(text="control")
         assert odd.content == "user: controlchars[31m here"
+    asked = {**payload("UserPromptSubmit", "s2", project, transcript), "prompt": lines[0]}
+    assert run_hook("UserPromptSubmit", asked, db).returncode == 0
     assert not any(b"hunter2" in p.read_bytes() for p in hooks_dir().rglob("*") if p.is_file())
 
     for bad in ("", "not json", "[1]", '{"cwd": 5}', "\x00" * 10):

@@ -82,6 +82,7 @@ class Worker:
     def inject(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """The block for a prompt or a session start, and its journal line."""
         from slm.hosts.hooks import inject, journal
+        from slm.hosts.hooks.mask import mask
 
         payload, event = request["payload"], str(request["event"])
         db, profile = request.get("db"), str(request.get("profile") or "default")
@@ -107,7 +108,7 @@ class Worker:
             "event": event,
             "session": session,
             "project": request["project"],
-            "prompt": prompt[:300],
+            "prompt": mask(prompt)[0][:300],  # the journal keeps no secret either
             "why": found.why,
             "detail": found.detail,
             "best": found.best,
