@@ -104,10 +104,12 @@ def _run(args: list[str]) -> int:
         return 0
     wait = _seconds("SLM_HOOK_WAIT_START" if "Start" in event else "SLM_HOOK_WAIT_PROMPT",
                     WAIT_START if "Start" in event else WAIT_PROMPT)  # fmt: skip
+    deadline = time.monotonic() + wait
     answer = post("/event", request, wait)
-    if answer is None:
+    if answer is None and address() is None:  # none up: start one, within the same budget
         start_worker(db, profile)
-        answer = post("/event", request, wait, patience=wait)
+        left = deadline - time.monotonic()
+        answer = post("/event", request, max(0.05, left), patience=left)
     if answer is None:
         log(f"{host} {event}", f"no answer from the warm process within {wait:.1f} s")
         return 0
@@ -194,7 +196,8 @@ def post(
         found = address()
         if found is not None:
             try:
-                return _ask(found, route, data, timeout)
+                left = deadline - time.monotonic() if patience else timeout
+                return _ask(found, route, data, max(0.05, min(timeout, left)))
             except ConnectionRefusedError:
                 pass
             except (OSError, ValueError):
