@@ -19,9 +19,10 @@ def content_hash(text: str, scope: str = "") -> str:
 
 
 #: The metadata keys that scope a memory unless settings say otherwise
-#: (``Settings.scope_keys``): Mem0's user, agent and run ids, and the levels of a LangGraph
+#: (``Settings.scope_keys``): Mem0's user, agent and run ids, an agent host's project (the hooks,
+#: docs/hooks.md), and the levels of a LangGraph
 #: namespace (a key ending in ``*`` names every key that starts with what comes before it).
-SCOPE_KEYS: tuple[str, ...] = ("user_id", "agent_id", "run_id", "lg_ns.*")
+SCOPE_KEYS: tuple[str, ...] = ("user_id", "agent_id", "run_id", "project", "lg_ns.*")
 
 
 def scope_of(metadata: Mapping[str, Any], keys: Sequence[str]) -> str:

@@ -416,3 +416,58 @@ def _scale_report(path: Path) -> dict[str, Any]:
     if not isinstance(report, dict):
         raise click.ClickException(f"{path} is not a 'bench scale' report")
     return report
+
+
+@bench.command()
+@click.option("--locomo", "locomo_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A LoCoMo JSON file (LoCoMo dev).")  # fmt: skip
+@click.option("--beam", "beam_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A file in the generic layout (BEAM dev).")  # fmt: skip
+@click.option("--coding", "coding_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Ordinary coding prompts (bench-data/coding-prompts.json).")  # fmt: skip
+@click.option("--conversations", type=click.IntRange(1), help="Only the first N of each set.")
+@click.option("--no-turn-prompts", is_flag=True,
+              help="Do not run the prompt hook for each replayed user turn.")  # fmt: skip
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Plot the trade-off over the minimum relevance to this PNG.")  # fmt: skip
+@_OUT
+@_JSON
+@_QUIET
+def hooks(
+    locomo_file: Path,
+    beam_file: Path,
+    coding_file: Path,
+    conversations: int | None,
+    no_turn_prompts: bool,
+    plot_file: Path | None,
+    out: Path | None,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Conversations replayed as Claude Code sessions through the real hook commands:
+    evidence in the injected block, injection for prompts nothing answers, latency, and the
+    trade-off over the minimum relevance (docs/hooks.md)."""
+    from slm_bench import hooks as harness
+
+    report = harness.run(
+        locomo_file,
+        beam_file,
+        coding_file,
+        conversations=conversations,
+        turn_prompts=not no_turn_prompts,
+        progress=_progress(quiet),
+    )
+    flags = f" --conversations {conversations}" if conversations else ""
+    flags += " --no-turn-prompts" if no_turn_prompts else ""
+    report["command"] = (
+        f"slm bench hooks --locomo {locomo_file} --beam {beam_file} --coding {coding_file}" + flags
+    )
+    if plot_file is not None:
+        try:
+            harness.plot(report, plot_file)
+        except ImportError as exc:
+            raise click.ClickException(str(exc)) from None
+    _emit(report, out, as_json, harness.markdown)

@@ -31,7 +31,7 @@ from slm.errors import InvalidInput, NotFound, SlmError, outcome
 from slm.profiles import delete as delete_profile
 from slm.profiles import profiles, require
 from slm.related import related
-from slm.server.web import views
+from slm.server.web import hook_views, views
 from slm.server.web.sessions import Attempts, Session, Sessions, client_of, set_cookie_header
 
 HERE = Path(__file__).parent
@@ -337,6 +337,14 @@ def add_pages(app: FastAPI, token: str | None, sessions: Sessions, attempts: Att
         return _see(page.url(f"/ui/memories/{record.id}"))
 
     post("/ui/memories/{memory_id}/unlink", unlink)
+
+    @get("/ui/hooks")
+    def hooks(request: Request) -> Response:
+        page = Page(request)
+        session = page.params.get("session", "").strip()
+        with page.memory() as memory:
+            shown = hook_views.hooks_view(memory, session)
+            return page.render("hooks.html", memory, title="Hooks", **shown)
 
     @get("/ui/add")
     def add_form(request: Request) -> Response:
