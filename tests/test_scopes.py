@@ -187,6 +187,29 @@ def test_scope_keys_are_a_setting_and_a_change_of_them_rescopes(tmp_path: Path) 
         assert json.loads(memory.store.meta("scope keys") or "") == ["tenant"]
 
 
+def test_a_memory_left_open_follows_scope_keys_changed_by_another(
+    store_at: dict[str, Any],
+) -> None:
+    """A ``Memory`` open while another one (another process) changes the store's scope keys
+    writes with the keys the stored scopes follow, not those it opened with."""
+    with Memory(**store_at, settings=Settings(embedder="fake")) as left_open:
+        nine = left_open.remember("Standup is at nine", metadata={"tenant": "a"})
+        with Memory(**store_at, settings=Settings(embedder="fake", scope_keys=("tenant",))):
+            pass  # opened elsewhere with other keys: every scope read again
+        # the same text in the same tenant is the stored memory, not a second one
+        again = left_open.remember("Standup is at nine", metadata={"tenant": "a"})
+        assert not again.created and again.id == nine.id
+        # another tenant's text is its own, and nothing of it replaces tenant a's
+        other = left_open.remember("Standup is at nine", metadata={"tenant": "b"})
+        assert other.created
+        moved = left_open.remember("Standup moved to ten", metadata={"tenant": "b"})
+        assert nine.id not in moved.updates
+        with pytest.raises(InvalidInput, match="another scope"):
+            left_open.remember("Standup is at ten", metadata={"tenant": "b"}, supersedes=[nine.id])
+        assert left_open.scope_keys() == ("tenant",)
+        assert left_open.count() == 3
+
+
 def _same_memories(before: list[Any], memory: Memory) -> None:
     after = {r.id: r for r in memory.list(1000)}
     assert sorted(after) == sorted(r.id for r in before)
