@@ -18,6 +18,7 @@ def interpretation(query: Query) -> dict[str, Any]:
     window = query.window
     return {
         "text": query.text,
+        "first_person": query.first_person,
         "embedded_text": query.embedded_text or query.text,
         "terms": list(query.terms),
         "now": query.now.isoformat(),
