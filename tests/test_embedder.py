@@ -51,3 +51,15 @@ def test_a_text_gets_the_same_vector_alone_and_in_any_batch(minilm: MiniLMEmbedd
     for row, text in enumerate(texts):
         assert np.allclose(together[row], alone[row % 5], atol=1e-4), text
     assert minilm.embed_batch([]).shape == (0, 384)
+
+
+def test_reading_a_long_text_reports_its_passages(minilm: MiniLMEmbedder) -> None:
+    """What ``slm remember`` shows while a long text is read: passages embedded of how many,
+    ending with all of them."""
+    told: list[tuple[int, int]] = []
+    with minilm.reporting(lambda done, total: told.append((done, total))):
+        (vectors,) = minilm.embed_passages(["The tide came in over the rocks. " * 400], 256)
+    assert told and told[-1] == (len(vectors), len(vectors)) and len(vectors) > 1
+    assert [done for done, _ in told] == sorted(done for done, _ in told)
+    minilm.embed_passages(["after: nothing is told"], 256)
+    assert told[-1] == (len(vectors), len(vectors))

@@ -14,8 +14,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,19 @@ class MiniLMEmbedder:
         self._inputs: tuple[str, ...] = ()
         self._workers: list[Any] = []
         self._pool: ThreadPoolExecutor | None = None
+        #: told (sequences embedded so far, of how many) as each run of a batch is done
+        self._progress: Callable[[int, int], None] | None = None
+
+    @contextmanager
+    def reporting(self, progress: Callable[[int, int], None]) -> Iterator[None]:
+        """Inside, ``progress(done, total)`` is called as each run of token sequences of a
+        batch is embedded (from the worker threads, one call at a time): how a caller
+        shows a long text's passages being read (``slm remember``)."""
+        self._progress = progress
+        try:
+            yield
+        finally:
+            self._progress = None
 
     def _open(self, threads: int | None) -> Any:
         try:
@@ -182,14 +196,25 @@ class MiniLMEmbedder:
             return out
         grouped = runs([len(ids) for ids in token_ids])
         workers, pool = self._parallel() if len(grouped) > 1 else ([], None)
+        told, embedded_so_far, total = self._progress, [0], len(token_ids)
+        lock = threading.Lock()
+
+        def embedded(count: int) -> None:
+            if told is not None:
+                with lock:
+                    embedded_so_far[0] += count
+                    told(embedded_so_far[0], total)
+
         if pool is None:
             for rows in grouped:
                 out[rows] = self._run(self._session, [token_ids[i] for i in rows])
+                embedded(len(rows))
             return out
 
         def work(worker: int) -> None:
             for rows in grouped[worker :: len(workers)]:
                 out[rows] = self._run(workers[worker], [token_ids[i] for i in rows])
+                embedded(len(rows))
 
         for done in [pool.submit(work, w) for w in range(len(workers))]:
             done.result()
