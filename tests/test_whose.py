@@ -3,9 +3,14 @@ user", "my user") reads their first-person memories as about them (slm/recall/wh
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 
 from slm import Memory
+from slm.cli import cli
 from slm.recall.whose import first_person, scoped_user
 
 
@@ -67,3 +72,18 @@ def test_third_person_questions_find_first_person_memories(real_memory: Memory) 
     # Not filtered to one user, no one is "I": the question is read as it is.
     everyone = real_memory.recall("Where does Alice live?", trace=True)
     assert everyone.trace is not None and everyone.trace["query"]["first_person"] is None
+
+
+def test_the_dev_set_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slm bench whose`` on the set the reading was written on (the blind set is measured,
+    never asserted: docs/scopes.md)."""
+    monkeypatch.setenv("SLM_EMBEDDER", "minilm")
+    out = tmp_path / "whose.json"
+    data = Path(__file__).resolve().parents[1] / "bench-data" / "whose-dev.json"
+    result = CliRunner().invoke(
+        cli, ["bench", "whose", "--data", str(data), "--out", str(out), "--quiet"]
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["questions"] == 25 and report["command"].startswith("slm bench whose")
+    assert report["hit@1"] >= 0.8 and report["abstained"] <= 2  # 0.88 and 1 measured; 0.6, 9
