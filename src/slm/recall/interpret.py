@@ -42,7 +42,8 @@ def interpret(
     mentions = extract_entities(text)
     names = tuple(m.key for m in mentions)
     # Within one user's scope, a question about them by name is read in the first person.
-    mine = first_person(text, scoped_user(filters.metadata))
+    user = scoped_user(filters.metadata)
+    mine = first_person(text, user) if user is not None else None
     read = text if mine is None else mine
     subject = question_topic(read)
     words = tuple(query_terms(subject))

@@ -24,6 +24,14 @@ from typing import Any
 USER_KEY = "user_id"
 #: Words that name the user an agent serves, whoever it is.
 THE_USER = ("the user", "my user", "this user", "our user")
+#: Nouns "user" qualifies when it names no one ("the user interface", "the user feedback").
+_NOT_A_PERSON = (
+    "interface|feedback|experience|base|data|id|ids|account|accounts|guide|story|stories|"
+    "testing|tests|research|input|session|sessions|name|manual|group|groups|agent|agents|"
+    "profile|profiles|flow|flows|journey|journeys|needs|engagement|satisfaction|acceptance|"
+    "authentication|management|permissions|role|roles|settings|model|models|table|record|"
+    "records|count|counts|list|object|type|types|level|levels|request|requests|query|queries"
+)
 #: An auxiliary before the user, as it reads before "I".
 _AUX = {
     "does": "do",
@@ -61,7 +69,7 @@ def first_person(question: str, user: str | None) -> str | None:
     names = [re.escape(name) for name in THE_USER]
     if user is not None and _WORDLIKE.fullmatch(user.strip()):
         names.insert(0, re.escape(user.strip()))
-    who = rf"(?<![\w-])(?:{'|'.join(names)})(?![\w-])"
+    who = rf"(?<![\w-])(?:{'|'.join(names)})(?![\w-])(?!\s+(?:{_NOT_A_PERSON})\b)"
     if not re.search(who, question, re.IGNORECASE):
         return None
     text = re.sub(rf"{who}\s*(?:['\u2019]s?)(?!\w)", "my", question, flags=re.IGNORECASE)
