@@ -153,11 +153,15 @@ class VectorCache:
         bounds = np.cumsum([0, *(len(keys) for _, keys in found)])
         return {memory: vectors[bounds[i] : bounds[i + 1]] for i, (memory, _) in enumerate(found)}
 
-    def keys_of(self, profile: str, memories: Iterable[int]) -> set[int]:
+    def keys_of(self, profile: str, memories: Collection[int]) -> set[int]:
         """The keys ``memories`` own in the profile's index: what a search limited to those
-        memories searches."""
+        memories searches. Read from the smaller side: a scope of many memories, few of
+        which own keys here (long texts, standing statements), costs what those few do."""
         self.index(profile)
         grouped = self._grouped(profile)
+        if len(grouped) < len(memories):
+            wanted = memories if isinstance(memories, set | frozenset) else set(memories)
+            return {key for memory, keys in grouped.items() if memory in wanted for key in keys}
         return {key for memory in memories for key in grouped.get(memory, ())}
 
     def _grouped(self, profile: str) -> dict[int, list[int]]:
