@@ -37,6 +37,7 @@ def test_only_the_user_a_recall_is_for() -> None:
     assert first_person("Where do I live?", "alice") is None
     assert first_person("Where does the user live?", None) == "Where do I live?"
     assert first_person("How did the user feedback change the UI?", "alice") is None
+    assert first_person("Where do I live?", "I") is None  # an id that is a pronoun
     assert scoped_user((("user_id", ("alice",)),)) == "alice"
     assert scoped_user((("user_id", ("alice", "bob")),)) is None  # two users: no one "I"
     assert scoped_user((("agent_id", ("alice",)),)) is None

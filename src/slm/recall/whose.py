@@ -50,6 +50,8 @@ _AUX = {
 _SUBJECT_AFTER = frozenset(
     "that and or but when if where what who whom which how why whether because so while".split()
 )
+#: Ids that are pronouns already: a question's "I" or "me" is no third person.
+_PRONOUNS = frozenset("i me my mine you your we us our he him his she her it its they them".split())
 #: A user id read as a word: letters, digits and ``._-`` (an id of other characters is
 #: not a word of a question).
 _WORDLIKE = re.compile(r"\w[\w.-]*")
@@ -67,7 +69,11 @@ def first_person(question: str, user: str | None) -> str | None:
     """``question`` as ``user`` would ask it, or None when it names neither them nor "the
     user"."""
     names = [re.escape(name) for name in THE_USER]
-    if user is not None and _WORDLIKE.fullmatch(user.strip()):
+    if (
+        user is not None
+        and _WORDLIKE.fullmatch(user.strip())
+        and user.strip().casefold() not in _PRONOUNS
+    ):
         names.insert(0, re.escape(user.strip()))
     who = rf"(?<![\w-])(?:{'|'.join(names)})(?![\w-])(?!\s+(?:{_NOT_A_PERSON})\b)"
     if not re.search(who, question, re.IGNORECASE):
