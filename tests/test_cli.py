@@ -128,6 +128,17 @@ def test_profiles_are_listed_counted_and_deleted_with_care(run) -> None:  # type
     assert gone.exit_code == 1 and "no profile 'work'" in gone.output
 
 
+def test_a_long_text_shows_progress_on_stderr(run) -> None:  # type: ignore[no-untyped-def]
+    long = "The tide came in over the rocks at dawn. " * 2000  # 82,000 bytes
+    done = run("remember", long)
+    assert done.exit_code == 0
+    assert done.stderr.startswith("slm: storing a text of 80 KiB")
+    assert "slm: storing" not in run("remember", "short").stderr
+    refused = run("remember", "x" * 600_000)
+    assert refused.exit_code == 1 and "slm: storing" not in refused.stderr
+    assert "store a longer text as several memories" in refused.stderr
+
+
 BAD = [
     (["remember", ""], "content is empty"),
     (["remember", "   "], "content is empty"),

@@ -282,6 +282,34 @@ def test_a_user_message_cannot_pass_for_a_system_message(memory: Memory) -> None
     assert memory.count() == 0
 
 
+@pytest.mark.parametrize(
+    ("role", "name", "source"),
+    [
+        ("tool", "user", "tool"),
+        ("function", "Human", "function"),
+        ("user", "assistant", "user"),
+        ("assistant", "user", "assistant"),
+        ("user", "Maya", "Maya"),
+        ("assistant", "AI", "AI"),
+    ],
+)
+def test_a_name_never_changes_whose_words_a_message_is(
+    memory: Memory, role: str, name: str, source: str
+) -> None:
+    """The role says whose words a message is: a name that is another role's word is kept
+    in the metadata, and the message is stored and read under its role."""
+    said = memory.remember_conversation(
+        [{"role": role, "name": name, "content": "I live in Porto"}]
+    )
+    stored = memory.get(said[0].id)
+    assert stored.source == source and stored.content == f"{source}: I live in Porto"
+    assert stored.metadata["role"] == role
+    assert stored.metadata.get("name", source) == name
+    # The user's residence is stated by the user's words only (not a tool's, nor Maya's).
+    moved = memory.remember("user: I moved to Lisbon")
+    assert bool(moved.updates) == (source == "user")
+
+
 # -- roles and names -------------------------------------------------------------------------
 
 

@@ -333,6 +333,38 @@ def test_the_current_value_is_recalled_first(store_at: dict[str, Any], minilm: A
         assert "Lisbon" not in " ".join(r.memory.content for r in past.results)
 
 
+def test_the_current_value_carries_the_relevance_it_replaced(
+    store_at: dict[str, Any], minilm: Any
+) -> None:
+    """A minimum relevance never returns the stale value alone: the current version answers
+    as strongly as the version it replaced (probable and stated), and the trace says so."""
+    with Memory(**store_at, embedder=minilm, settings=Settings()) as memory:
+        porto = memory.remember("I live in Porto", event_time="2026-01-10T10:00:00Z")
+        lisbon = memory.remember("We moved to Lisbon last month", event_time="2026-06-10T10:00:00Z")
+        assert lisbon.updates == (porto.id,)
+        strong = memory.recall("Where do I live?", min_relevance=0.5, now="2026-07-01")
+        assert strong.ids[:2] == [lisbon.id, porto.id]
+        first, second = strong.results[:2]
+        assert first.relevance_score == second.relevance_score >= 0.5
+        traced = memory.recall("Where do I live?", now="2026-07-01", trace=True)
+        assert traced.trace is not None
+        sources = {r["id"]: r["relevance_from"] for r in traced.trace["results"]}
+        assert sources[lisbon.id] == porto.id and sources[porto.id] is None
+        # Asked about January, Porto is the current value: Lisbon carries nothing.
+        then = memory.recall("Where do I live?", as_of="2026-02-01", trace=True)
+        assert then.ids[0] == porto.id and lisbon.id not in then.ids
+        # Stated: hidden, the replaced version leaves its place and relevance to the current.
+        car = memory.remember("I drive a red Fiat Panda", event_time="2026-01-10T10:00:00Z")
+        volvo = memory.update(car.id, "Sold it, a Volvo now", event_time="2026-09-01T10:00:00Z")
+        asked = memory.recall("What car do I drive?", min_relevance=0.5, now="2026-10-01")
+        assert asked.ids[0] == volvo.id and car.id not in asked.ids
+        shown = memory.recall(
+            "What car do I drive?", min_relevance=0.5, now="2026-10-01", include_superseded=True
+        )
+        assert shown.ids[:2] == [volvo.id, car.id]
+        assert shown.results[0].relevance_score == shown.results[1].relevance_score
+
+
 # -- carried by export, import, migrate, backup and schema migration ------------------------------
 
 

@@ -21,6 +21,7 @@ from hypothesis.stateful import (
 )
 
 from slm import Memory, Settings
+from slm.embed.base import embed
 from slm.embed.minilm import MiniLMEmbedder
 from slm.errors import ConfigError, InvalidInput
 from slm.models import SCOPE_KEYS, content_hash, scope_of
@@ -184,6 +185,29 @@ def test_scope_keys_are_a_setting_and_a_change_of_them_rescopes(tmp_path: Path) 
     with Memory(path, settings=tenants) as memory:
         assert memory.count() == 4
         assert json.loads(memory.store.meta("scope keys") or "") == ["tenant"]
+
+
+def test_a_memory_left_open_follows_scope_keys_changed_by_another(
+    store_at: dict[str, Any],
+) -> None:
+    """A ``Memory`` open while another one (another process) changes the store's scope keys
+    writes with the keys the stored scopes follow, not those it opened with."""
+    with Memory(**store_at, settings=Settings(embedder="fake")) as left_open:
+        nine = left_open.remember("Standup is at nine", metadata={"tenant": "a"})
+        with Memory(**store_at, settings=Settings(embedder="fake", scope_keys=("tenant",))):
+            pass  # opened elsewhere with other keys: every scope read again
+        # the same text in the same tenant is the stored memory, not a second one
+        again = left_open.remember("Standup is at nine", metadata={"tenant": "a"})
+        assert not again.created and again.id == nine.id
+        # another tenant's text is its own, and nothing of it replaces tenant a's
+        other = left_open.remember("Standup is at nine", metadata={"tenant": "b"})
+        assert other.created
+        moved = left_open.remember("Standup moved to ten", metadata={"tenant": "b"})
+        assert nine.id not in moved.updates
+        with pytest.raises(InvalidInput, match="another scope"):
+            left_open.remember("Standup is at ten", metadata={"tenant": "b"}, supersedes=[nine.id])
+        assert left_open.scope_keys() == ("tenant",)
+        assert left_open.count() == 3
 
 
 def _same_memories(before: list[Any], memory: Memory) -> None:
@@ -362,3 +386,48 @@ def test_no_sequence_of_operations_crosses_scopes(store_at: dict[str, Any]) -> N
                 suppress_health_check=list(HealthCheck),
             ),
         )
+
+
+# -- channels search a user's own before they take their best ---------------------------------
+
+OTHERS = [f"u{i}" for i in range(6)]
+
+
+def test_a_users_own_standing_instruction_is_found_however_many_users_have_one(
+    real_memory: Memory,
+) -> None:
+    """The standing channel searches the statements of the recall's scope, not the
+    profile's best few filtered afterwards."""
+    for user in OTHERS:
+        real_memory.remember(
+            "user: Always include version numbers when I ask about software dependencies.",
+            metadata={"user_id": user},
+        )
+    mine = real_memory.remember(
+        "user: Always say which licence each one has when I ask for tools.",
+        metadata={"user_id": "alice"},
+    )
+    asked = real_memory.recall(
+        "Which libraries does this project use?",
+        metadata={"user_id": "alice"},
+        channels=["standing"],
+    )
+    assert asked.ids == [mine.id]
+
+
+def test_a_users_own_passages_are_searched_however_many_users_have_some(
+    real_memory: Memory,
+) -> None:
+    """Passage search looks among the passages of the memories a recall may see."""
+    filler = "The quarterly report covers revenue, hiring and the office move. " * 40
+    for user in OTHERS:
+        real_memory.remember(
+            filler + "The garden needs watering every evening in July.", metadata={"user_id": user}
+        )
+    mine = real_memory.remember(
+        filler + "Water the tomato plants twice a week.", metadata={"user_id": "alice"}
+    )
+    vectors, profile = real_memory.indexes.vectors, real_memory.profile
+    query = embed(real_memory.embedder, "How often should the garden be watered?")
+    assert vectors.passage_search(profile, query, 1, None)[0][0] != mine.key
+    assert [key for key, _ in vectors.passage_search(profile, query, 1, {mine.key})] == [mine.key]

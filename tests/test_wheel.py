@@ -72,6 +72,12 @@ def test_the_demo_runs_from_the_wheel(fresh: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Stored 14 memories") and "Lisbon" in done.stdout
     assert "slm --profile demo recall" in done.stdout
+    tokenizer = subprocess.run(
+        [str(fresh / "python"), "-c", "from slm.embed.minilm import model_files; "
+         "print(model_files()[1])"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    assert tokenizer.startswith(str(fresh.parent)), f"the tokenizer came from {tokenizer}"
 
 
 def test_serve_from_the_wheel_shows_the_page_and_the_docs(fresh: Path, tmp_path: Path) -> None:

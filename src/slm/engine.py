@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -127,6 +128,25 @@ class Memory:
             changed = self.store.rescope(keys)
             if changed:
                 log.info("slm: %d memories took the scope their metadata gives", changed)
+
+    def scope_keys(self) -> tuple[str, ...]:
+        """The scope keys a write reads scopes with: the ones the store records now. Each
+        write reads them (one row by its key, as cheap as the change feed's check); when
+        another process opened the store with other keys since, and so read every
+        memory's scope again with those, this ``Memory`` takes them from then on (logged),
+        rather than write with keys the stored scopes no longer follow (docs/scopes.md)."""
+        stored = self.store.meta(SCOPE_KEYS_META)
+        keys = self.settings.scope_keys
+        if stored is not None and (recorded := tuple(json.loads(stored))) != keys:
+            log.warning(
+                "slm: the store's scope keys changed from %s to %s in another process; "
+                "writes follow them",
+                list(keys),
+                list(recorded),
+            )
+            self.settings = replace(self.settings, scope_keys=recorded)
+            keys = recorded
+        return keys
 
     def _check_required_channels(self) -> None:
         for name in self.settings.required_channels:
@@ -286,7 +306,7 @@ class Memory:
             )
         now = datetime.now(UTC)
         numbered = len(batch) > 1
-        keys = self.settings.scope_keys
+        keys = self.scope_keys()
         checked = [check_item(i, item, now, numbered, keys) for i, item in enumerate(batch)]
         auto = self.settings.update_policy == "auto"
         return stage.write(
@@ -299,7 +319,7 @@ class Memory:
 
     def validate_item(self, item: MemoryInput | Mapping[str, Any]) -> None:
         """Raise :class:`InvalidInput` if ``remember_many`` would reject ``item``; store nothing."""
-        check_item(0, item, datetime.now(UTC), False, self.settings.scope_keys)
+        check_item(0, item, datetime.now(UTC), False, self.scope_keys())
 
     def forget(
         self,

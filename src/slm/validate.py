@@ -97,7 +97,14 @@ def _clean_text(value: object, what: str, max_bytes: int, field: str | None = No
         text = unicodedata.normalize("NFC", value).strip()
         size = len(text.encode("utf-8"))
     if size > max_bytes:
-        raise InvalidInput(f"{what} is {size} bytes; the limit is {max_bytes} bytes", field=field)
+        hint = (
+            " (512 KiB); store a longer text as several memories, a chapter or section each"
+            if field == "content"
+            else ""
+        )
+        raise InvalidInput(
+            f"{what} is {size} bytes; the limit is {max_bytes} bytes{hint}", field=field
+        )
     if not text:
         raise InvalidInput(f"{what} is empty", field=field)
     return text

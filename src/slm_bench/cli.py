@@ -261,6 +261,28 @@ def scale(
 @_OUT
 @_JSON
 @_QUIET
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="A set of users' first-person memories and third-person questions "
+    "(bench-data/whose-dev.json, bench-data/whose-blind.json).",
+)
+def whose(out: Path | None, as_json: bool, quiet: bool, data: Path) -> None:
+    """Third-person questions over first-person memories, within each user's scope."""
+    from slm_bench import whose as harness
+
+    report = harness.run(
+        data, settings=Settings.from_env(calibration=None), progress=_progress(quiet)
+    )
+    report["command"] = f"slm bench whose --data {data}"
+    _emit(report, out, as_json, harness.markdown)
+
+
+@bench.command()
+@_OUT
+@_JSON
+@_QUIET
 @click.option("--seed", type=int, default=0, show_default=True, help="Generator seed.")
 @click.option(
     "--histories", type=click.IntRange(1), default=30, show_default=True, help="Histories."

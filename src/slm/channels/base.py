@@ -80,6 +80,9 @@ class Query:
     asked: tuple[str, ...] = ()
     #: whether it asks about an earlier state of things ("Where did I live before?")
     past: bool = False
+    #: the question as the user a recall is for would ask it, when it names them in the
+    #: third person ("Where does alice live?" -> "Where do I live?"; ``slm.recall.whose``)
+    first_person: str | None = None
     #: memories superseded by the moment the question asks about: left out of the answer
     #: (``include_superseded`` keeps them)
     hidden: frozenset[int] = frozenset()

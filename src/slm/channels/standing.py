@@ -6,8 +6,9 @@ numbers when I ask about libraries", "I prefer minimal dependencies";
 :mod:`slm.ingest.standing`) and the scope of each, what it applies to, is embedded. A
 request falls under a statement when it is about that scope, even with no word in
 common with the memory ("Which libraries does the project use?"). The channel ranks the
-profile's statements by the cosine between the question and their scopes and returns the
-memories stating the best ``STANDING_HITS`` of them, at least ``SCOPE_FLOOR`` similar.
+statements the recall may see (its filters and scope, applied before the search) by the
+cosine between the question and their scopes and returns the memories stating the best
+``STANDING_HITS`` of them, at least ``SCOPE_FLOOR`` similar.
 
 Statements are few next to memories, so the search is exact and cheap; its hits' scores
 are scope cosines, which the evidence step also reads (a rule that applies is evidence
@@ -37,7 +38,7 @@ class StandingChannel(ChannelDefaults):
         query = context.query
         best: dict[int, float] = {}
         for key, _, _, cosine in context.vectors.standing_search(
-            query.profile, query.vector, STANDING_HITS
+            query.profile, query.vector, STANDING_HITS, query.allowed
         ):
             if cosine >= SCOPE_FLOOR and query.admits(key):
                 best[key] = max(best.get(key, cosine), cosine)

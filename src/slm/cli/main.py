@@ -30,6 +30,7 @@ from slm.cli.output import (
     answer,
     emit,
     memories,
+    passages_read,
     remembered,
     show_details,
     show_history,
@@ -98,10 +99,11 @@ def remember(obj: Context, /, text: str, as_json: bool, **fields: Any) -> None:
         text = sys.stdin.read()
     with obj.memory() as memory:
         size = len(text.encode("utf-8", "replace"))
-        if size > LONG_TEXT_BYTES and sys.stderr.isatty():
-            click.echo(f"storing a text of {size // 1024} KiB: reading every passage of it "
-                       "takes a while (about a second per 30 KiB here)...", err=True)  # fmt: skip
-        done = memory.remember(text, **fields)
+        if size <= LONG_TEXT_BYTES or size > validate.MAX_CONTENT_BYTES:  # quick, or refused
+            done = memory.remember(text, **fields)
+        else:
+            with passages_read(memory, size):
+                done = memory.remember(text, **fields)
     answer(done.to_dict(), remembered(done), as_json)
 
 
@@ -313,8 +315,8 @@ def unlink(obj: Context, older_id: str, newer_id: str, as_json: bool) -> None:
     answer(done, f"{newer_id} no longer replaces {older_id}", as_json)
 
 
-#: A text this long takes seconds to store (each of its passages is embedded): on a
-#: terminal, ``slm remember`` says so before it starts.
+#: A text this long takes seconds to store (each of its passages is embedded):
+#: ``slm remember`` shows on stderr how far it got.
 LONG_TEXT_BYTES = 64 * 1024
 
 

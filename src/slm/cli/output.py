@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from slm.contract import RecallResponse, abstention_words
 from slm.history import History
 from slm.learn.reading import describe
 from slm.models import MemoryRecord
+
+if TYPE_CHECKING:
+    from slm.engine import Memory
 
 ORDER_NOTE = (
     "Ordered by ranking (how the channels agree, plus boosts); relevance (0..1) is how strongly "
@@ -288,3 +291,27 @@ def progress(total: int, label: str, quiet: bool) -> Iterator[Callable[[int], No
             last, shown = time.monotonic(), True
 
     yield update
+
+
+@contextmanager
+def passages_read(memory: Memory, size: int) -> Iterator[None]:
+    """Progress on stderr while ``memory`` stores a long text of ``size`` bytes: the
+    passages embedded so far, a line every ``PROGRESS_EVERY`` seconds, and the step after
+    them (its words, entities and facts read, then stored)."""
+    click.echo(f"slm: storing a text of {size // 1024} KiB", err=True)
+    reporting = getattr(memory.embedder, "reporting", None)
+    if reporting is None:
+        yield
+        return
+    last = time.monotonic()
+
+    def told(done: int, total: int) -> None:
+        nonlocal last
+        if done == total:
+            click.echo(f"slm: {total} passages embedded; reading and storing the text", err=True)
+        elif time.monotonic() - last >= PROGRESS_EVERY:
+            click.echo(f"slm: {done} of {total} passages embedded", err=True)
+            last = time.monotonic()
+
+    with reporting(told):
+        yield

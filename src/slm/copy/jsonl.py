@@ -266,7 +266,7 @@ def _plan_ids(
     the file or the profile, before anything is stored. Also returns how many memories
     to store get a new id."""
     wanted: dict[str, str] = {}  # line id -> content hash
-    keys = memory.settings.scope_keys
+    keys = memory.scope_keys()
     links: list[tuple[str, str]] = []
     with _open(path) as handle:
         for where, item in _lines(handle, _Reading(owner=owner)):

@@ -154,7 +154,7 @@ def copy_profile(
         after = records[-1].key
         read += len(records)
         sources.update(r.source or "" for r in records)
-        keys = target.settings.scope_keys
+        keys = target.scope_keys()
         digests = [content_hash(r.content, scope_of(r.metadata, keys)) for r in records]
         present = target.store.existing(target.profile, digests)
         missing = [r for r, digest in zip(records, digests, strict=True) if digest not in present]

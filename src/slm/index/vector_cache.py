@@ -25,7 +25,7 @@ ignored and rebuilt.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -145,18 +145,34 @@ class VectorCache:
         """The vectors each of ``memories`` owns in the profile's index (for a source of
         several keys per memory), in key order; memories owning none are left out."""
         index = self.index(profile)
-        state = self.states[profile]
-        if state.owned is None:
-            grouped: dict[int, list[int]] = {}
-            for key in sorted(index.keys()):
-                grouped.setdefault(key // self.source.span, []).append(key)
-            state.owned = grouped
-        found = [(memory, keys) for memory in memories if (keys := state.owned.get(memory))]
+        grouped = self._grouped(profile)
+        found = [(memory, keys) for memory in memories if (keys := grouped.get(memory))]
         vectors = index.get([key for _, keys in found for key in keys]) if found else None
         if vectors is None:
             return {}
         bounds = np.cumsum([0, *(len(keys) for _, keys in found)])
         return {memory: vectors[bounds[i] : bounds[i + 1]] for i, (memory, _) in enumerate(found)}
+
+    def keys_of(self, profile: str, memories: Collection[int]) -> set[int]:
+        """The keys ``memories`` own in the profile's index: what a search limited to those
+        memories searches. Read from the smaller side: a scope of many memories, few of
+        which own keys here (long texts, standing statements), costs what those few do."""
+        self.index(profile)
+        grouped = self._grouped(profile)
+        if len(grouped) < len(memories):
+            wanted = memories if isinstance(memories, set | frozenset) else set(memories)
+            return {key for memory, keys in grouped.items() if memory in wanted for key in keys}
+        return {key for memory in memories for key in grouped.get(memory, ())}
+
+    def _grouped(self, profile: str) -> dict[int, list[int]]:
+        """Memory key -> its keys in the (caught up) index, ascending; built on demand."""
+        state = self.states[profile]
+        if state.owned is None:
+            grouped: dict[int, list[int]] = {}
+            for key in sorted(state.index.keys()):
+                grouped.setdefault(key // self.source.span, []).append(key)
+            state.owned = grouped
+        return state.owned
 
     def loaded(self, profile: str) -> VectorIndex | None:
         state = self.states.get(profile)
@@ -379,9 +395,13 @@ class Vectors:
         self, profile: str, query: Vector, k: int, allowed: set[int] | None
     ) -> list[tuple[int, float]]:
         """The memories owning the ``k`` passages (beyond each memory's first) most similar
-        to ``query``, as (key, best cosine among those passages), best first, ties by key."""
+        to ``query``, as (key, best cosine among those passages), best first, ties by key;
+        only passages of memories in ``allowed`` when given (searched among them, not
+        filtered afterwards: a user's own passages are found however many others hold)."""
         with self._lock:
-            hits = self._passages.index(profile).search(query, k)
+            index = self._passages.index(profile)
+            within = None if allowed is None else self._passages.keys_of(profile, allowed)
+            hits = index.search(query, k, within) if within is None or within else []
         return best_per_memory(hits, allowed)
 
     def passages(
@@ -393,12 +413,15 @@ class Vectors:
             return (self._standing if standing else self._passages).owned(profile, keys)
 
     def standing_search(
-        self, profile: str, query: Vector, k: int
+        self, profile: str, query: Vector, k: int, allowed: Collection[int] | None = None
     ) -> list[tuple[int, str, str, float]]:
         """The ``k`` standing statements (instructions, preferences) most similar to
-        ``query``, as (memory key, kind, statement, cosine), best first, ties by key."""
+        ``query``, as (memory key, kind, statement, cosine), best first, ties by key; only
+        those of memories in ``allowed`` when given (searched among them)."""
         with self._lock:  # the statements' words kept beside their vectors, read once
-            hits = self._standing.index(profile).search(query, k)
+            index = self._standing.index(profile)
+            within = None if allowed is None else self._standing.keys_of(profile, allowed)
+            hits = index.search(query, k, within) if within is None or within else []
             found = self._standing.states[profile].texts
             missing = [key for key, _ in hits if key not in found]
             if missing:

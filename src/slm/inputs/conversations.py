@@ -24,7 +24,10 @@ instructions sentence by sentence (:mod:`slm.ingest.standing`).
 
 Roles are those the OpenAI and Anthropic message formats define (:data:`ROLES`); a
 ``name`` is printable text of at most :data:`MAX_NAME_CHARS` characters, since it becomes
-the speaker label of the stored text and its source. A malformed conversation is refused
+the speaker label of the stored text and its source, unless it is another role's word: a
+``tool`` message named "user" or a ``user`` message named "assistant" is stored under its
+role (the name kept in the metadata), since the role, not the name, says whose words a
+message is. A malformed conversation is refused
 whole, naming the message and the field.
 """
 
@@ -39,7 +42,7 @@ from typing import Any
 
 from slm import validate
 from slm.errors import InvalidInput
-from slm.ingest.roles import SYSTEM_ROLES
+from slm.ingest.roles import SYSTEM_ROLES, role_of
 from slm.inputs.memories import MemoryInput, check_item
 
 #: The most messages one conversation may hold.
@@ -194,13 +197,21 @@ def _memory(
     metadata: dict[str, Any] = {**common, "role": role, "message": index}
     if session is not None:
         metadata["session"] = session
-    # A system message speaks as its role, so that its source says what it is.
-    speaker = role if role in SYSTEM_ROLES else name or role
+    # A system message speaks as its role, so that its source says what it is; so does a
+    # message whose name is another role's word (a tool named "user", a user message
+    # named "assistant"): the role says whose words a message is, never the name.
+    speaker = role if role in SYSTEM_ROLES or _passes_for_another(name, role) else name or role
     if name is not None and speaker != name:
         metadata["name"] = name
     return role, MemoryInput(
         f"{speaker}: {text.strip()}", event_time=when, source=speaker, metadata=metadata
     )
+
+
+def _passes_for_another(name: str | None, role: str) -> bool:
+    """Whether ``name`` read as a speaker would say the words are another role's (a user's
+    or an assistant's) than ``role`` says."""
+    return name is not None and role_of("", name) not in (None, role_of("", role))
 
 
 def _name(value: object) -> str:

@@ -69,7 +69,7 @@ def role_boosts(
     """The role boost of the boosted candidates (``records``)."""
     return fusion.role_boost(
         {key: role_of(r.content, r.source) for key, r in records.items()},
-        asked_about(context.query.text),
+        asked_about(context.query.first_person or context.query.text),
         {key: evidence[key].relevance for key in records},
         settings.role_boost,
     )

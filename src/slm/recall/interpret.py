@@ -1,6 +1,7 @@
 """Reading a question once for the whole recall (no LLM): its subject, terms, named
 entities and the stored entities they resolve to, its time window, whether it asks "when",
-and the text its embedding is made from."""
+and the text its embedding is made from. Within one user's scope, a question naming that
+user in the third person is read as they would ask it (``slm.recall.whose``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from slm.ingest.entities import Mention, extract_entities, without_names
 from slm.ingest.facts import asks_about_past
 from slm.ingest.text import query_terms, question_topic
 from slm.ingest.timeexpr import is_when_question, query_window
+from slm.recall.whose import first_person, scoped_user
 from slm.store import Filters, Store
 
 #: The query vector of a question still being embedded: empty, so a channel that reads it
@@ -39,7 +41,11 @@ def interpret(
     while the standalone channels run) and the lexicon view of its terms."""
     mentions = extract_entities(text)
     names = tuple(m.key for m in mentions)
-    subject = question_topic(text)
+    # Within one user's scope, a question about them by name is read in the first person.
+    user = scoped_user(filters.metadata)
+    mine = first_person(text, user) if user is not None else None
+    read = text if mine is None else mine
+    subject = question_topic(read)
     words = tuple(query_terms(subject))
     matches = store.find_entities(profile, names)
     lexicon = Lexicon(store, profile, words)
@@ -56,9 +62,10 @@ def interpret(
         entities=names,
         entity_ids={n: tuple((e, count) for e, _, count in m) for n, m in matches.items()},
         window=query_window(text, now),
-        when=is_when_question(text),
-        past=asks_about_past(text),
-        asked=asked(text),
+        when=is_when_question(read),
+        past=asks_about_past(read),
+        asked=tuple(dict.fromkeys((*asked(read), *asked(text)))),
+        first_person=mine,
     )
     return query, lexicon
 

@@ -43,10 +43,12 @@ class Ranking:
     weights: dict[str, float] = field(default_factory=dict)
     fused: dict[int, float] = field(default_factory=dict)
     #: the moment whose versions are current, the updates around the leaders, and the
-    #: versions carried forward (key -> the candidate it was carried from)
+    #: current versions carried forward (key -> the candidates it is the current version
+    #: of), and those whose relevance is one of theirs (key -> the candidate it is from)
     moment: datetime | None = None
     updates: list[Update] = field(default_factory=list)
-    carried: dict[int, int] = field(default_factory=dict)
+    carried: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    inherited: dict[int, int] = field(default_factory=dict)
     evidence: dict[int, Evidence] = field(default_factory=dict)
     passed: dict[int, str] = field(default_factory=dict)
     boosts: dict[int, float] = field(default_factory=dict)
@@ -99,11 +101,15 @@ def weigh(state: Ranking) -> dict[str, Any]:
     """Each candidate's evidence (its ``relevance_score``) and the floor (recall/evidence.py)."""
     applies = _by_role(state.channels, state.rankings, "applies")
     state.evidence = weigh_evidence(state.context, list(state.fused), state.settings, applies)
+    # The current version of a fact answers as strongly as the versions it replaces.
+    state.inherited = versions.inherit(state.evidence, state.carried)
     supports = _by_role(state.channels, state.rankings, "supports")
     state.passed = admitted(state.context, state.evidence, supports)
     # The current version of a fact stays when an older version passes the floor.
     state.passed.update(
-        (key, "newer version") for key, older in state.carried.items() if older in state.passed
+        (key, "newer version")
+        for key, olders in state.carried.items()
+        if key not in state.passed and any(older in state.passed for older in olders)
     )
     return {
         "semantic_cosine": state.settings.semantic_floor,
@@ -284,6 +290,12 @@ def rank(
     trace = None
     if want_trace:
         ids = trace_ids(context.store, query, runs)
+        state.hydrate(state.inherited.values())
+        inherited = {
+            key: state.records[older].id
+            for key, older in state.inherited.items()
+            if older in state.records
+        }
         trace = {
             "query": interpretation(query),
             "channels": {run.name: run_trace(run, ids) for run in runs},
@@ -296,6 +308,7 @@ def rank(
                     {"boosts": state.boosts, "roles": state.roles, "facts": state.facts},
                     fusion.shares(r.channels, state.weights, settings.rrf_k),
                     read_features(state.seen, r.memory.key),
+                    inherited.get(r.memory.key),
                 )
                 for r in results
             ],

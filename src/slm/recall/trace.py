@@ -18,6 +18,7 @@ def interpretation(query: Query) -> dict[str, Any]:
     window = query.window
     return {
         "text": query.text,
+        "first_person": query.first_person,
         "embedded_text": query.embedded_text or query.text,
         "terms": list(query.terms),
         "now": query.now.isoformat(),
@@ -68,11 +69,14 @@ def result_trace(
     boosted: Mapping[str, Mapping[int, float]],
     shares: Mapping[str, tuple[float, float]],
     features: Mapping[str, float] | None,
+    relevance_from: str | None = None,
 ) -> dict[str, Any]:
     """Why one result is there: each channel's rank, raw score, part of the fused score
-    and share of it; the evidence that admitted it; the boosts it got; and, when the
-    reranker read it, its features by name (the reading features among them:
-    ``answer_type``, ``focus``, ``channels``; docs/reading.md)."""
+    and share of it; the evidence that admitted it; where its relevance came from (its
+    own evidence, or ``relevance_from``: the id of the older version of its fact whose
+    relevance it carries, docs/scoring.md); the boosts it got; and, when the reranker read
+    it, its features by name (the reading features among them: ``answer_type``, ``focus``,
+    ``channels``; docs/reading.md)."""
     key = result.memory.key
     boosts, roles, facts = boosted["boosts"], boosted["roles"], boosted["facts"]
     return {
@@ -88,6 +92,7 @@ def result_trace(
             for name, c in result.channels.items()
         },
         "evidence": passed[key],
+        "relevance_from": relevance_from,
         "cosine": round(evidence.cosine, 6),
         "lexical_coverage": round(evidence.lexical, 6),
         "time_window_match": evidence.temporal,

@@ -9,13 +9,16 @@ subject and attribute). A recall
    version gets at least the candidate's fused score (and is pulled in if no channel found
    it), and passes the evidence floor when the candidate does, so the current value is a
    candidate even when its words differ from the question's ("I moved to Lisbon" for
-   "Where do I live?");
+   "Where do I live?"), and *carries the relevance* of the best of the versions it
+   replaces (:func:`inherit`): it is the value those versions stated, now, and answers
+   the question as strongly, so a minimum relevance, the floor and calibration see the
+   current value rather than the stale one alone (docs/scoring.md);
 2. *ranks the version that held at the moment asked about first* among the versions
    present: the latest one that had started by then. The moment is ``as_of``, else the
    middle of the time window a question about the past names ("in March 2023"), else
    now; a question about the past without a date ("Where did I live before?") reorders
    nothing. The version moved up takes a ranking score just above the best of its
-   versions (:data:`CURRENT_MARGIN`); ``relevance_score`` is untouched.
+   versions (:data:`CURRENT_MARGIN`); this step leaves ``relevance_score`` as step 1 set it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from datetime import datetime
 
 from slm.channels import Query
 from slm.models import MemoryRecord
+from slm.recall.evidence import Evidence
 from slm.store import Store, Update
 
 #: How many of the fused candidates have their newer versions looked up.
@@ -70,16 +74,17 @@ def carry_forward(
     updates: Sequence[Update],
     query: Query,
     moment: datetime,
-) -> dict[int, int]:
+) -> dict[int, tuple[int, ...]]:
     """Give the version of each candidate's fact that held at ``moment`` (its latest newer
     version started by then) at least the candidate's fused score, pulling it in if no
-    channel found it; the versions in between keep their own scores. Returns the keys
-    carried, each with the candidate it was carried from."""
+    channel found it; the versions in between keep their own scores. Returns those
+    current versions, each with the candidates it is the current version of (best fused
+    first)."""
     newer: dict[int, list[tuple[datetime, int]]] = {}
     for update in updates:
         if update.newer_from <= moment and query.admits(update.newer):
             newer.setdefault(update.older, []).append((update.newer_from, update.newer))
-    carried: dict[int, int] = {}
+    carried: dict[int, tuple[int, ...]] = {}
     for key in sorted(fused, key=lambda k: (-fused[k], k)):
         if key not in newer:
             continue
@@ -91,10 +96,32 @@ def carry_forward(
                     seen.add(version[1])
                     stack.append(version[1])
                     latest = version if latest is None or version > latest else latest
-        if latest is not None and fused.get(latest[1], -1.0) < fused[key]:
+        if latest is None:
+            continue
+        carried[latest[1]] = (*carried.get(latest[1], ()), key)
+        if fused.get(latest[1], -1.0) < fused[key]:
             fused[latest[1]] = fused[key]
-            carried[latest[1]] = key
     return carried
+
+
+def inherit(
+    evidence: MutableMapping[int, Evidence], carried: Mapping[int, Sequence[int]]
+) -> dict[int, int]:
+    """Give each current version in ``carried`` the relevance of the most relevant of the
+    versions it replaces, when that is higher than its own (its other evidence stays its
+    own). Returns the keys that took one, each with the key it was taken from."""
+    taken: dict[int, int] = {}
+    for current, olders in carried.items():
+        if current not in evidence:
+            continue
+        known = [key for key in olders if key in evidence]
+        if not known:
+            continue
+        best = max(known, key=lambda key: (evidence[key].relevance, -key))
+        if evidence[best].relevance > evidence[current].relevance:
+            evidence[current] = evidence[current]._replace(relevance=evidence[best].relevance)
+            taken[current] = best
+    return taken
 
 
 def current_first(
