@@ -245,3 +245,28 @@ def test_a_tiny_reader_learns_and_resumes_from_its_checkpoint(tmp_path: Path) ->
         whole.state_dict().items(), resumed.state_dict().items(), strict=True
     ):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_the_dev_report_compares_each_order_with_the_reader_on_top() -> None:
+    from slm_fit.reader_curriculum import dev_report
+    from slm_fit.reader_heldout import folds
+
+    texts = ("a", "b", "c")
+    reads = [
+        Read("f", f"g{g}", "own", f"q{g}{q}", texts, (0, 0, 1)) for g in range(5) for q in range(4)
+    ]
+    reads += [Read("f", f"g{g}", "unanswerable", f"z{g}", texts, (0, 0, 0)) for g in range(5)]
+    split = folds(reads)
+    # the leave-one-group-out order puts the answer second; the reader reads it best
+    logo = [[1, 2, 0] for _ in reads]
+    scores: dict[int, list[float | None]] = {
+        i: [-3.0, -3.0, 3.0] if r.kind == "own" else [-3.0, -3.0, -3.0] for i, r in enumerate(reads)
+    }
+    report = dev_report(reads, logo, split, scores)
+    block = report["f"]
+    assert block["default"]["hit@1"] == 0.0 and block["logo"]["hit@1"] == 0.0
+    assert block["logo"]["hit@10"] == 1.0 and block["logo"]["mrr@10"] == 0.5
+    assert block["default+reader"]["hit@1"] == 1.0 and block["logo+reader"]["hit@1"] == 1.0
+    # beta chosen on the other folds, where the reader alone was best
+    assert report["betas"]["logo"] == [0.0] * 5 and block["logo+blend"]["hit@1"] == 1.0
+    assert block["n_unanswerable"] == 5 and block["auroc_unanswerable_answers"] == 1.0

@@ -172,7 +172,10 @@ def run_curriculum(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
         stage1=recipe,
         stage2=replace(recipe, epochs=args.stage2_epochs, learning_rate=args.stage2_lr),
         stage1_lists=args.stage1_lists,
+        stage2_lists=args.stage2_lists,
         threads=args.threads,
+        public_questions=args.public_questions,
+        foreign=args.foreign,
     )
     result: dict[str, Any] = {
         "command": "python -m slm_fit.reader curriculum " + " ".join(sys.argv[2:]),
@@ -196,6 +199,7 @@ def run_curriculum(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
         second = {int(i): s for r in runs for i, s in r["scores"].items()}
         result["stage2"] = {
             "recipe": recipe_dict(plan.stage2),
+            "lists": plan.stage2_lists,
             "folds": kept,
             "training": [r["training"] for r in runs],
             "model": [r["model"] for r in runs],
@@ -249,6 +253,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--stage1-lists", type=int, default=0, help="curriculum: public lists an epoch (0: all)"
+    )
+    parser.add_argument(
+        "--public-questions",
+        type=int,
+        default=0,
+        help="curriculum: held-out public questions measured per set and kind (0: all)",
+    )
+    parser.add_argument(
+        "--foreign",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="curriculum: also read other conversations' questions",
+    )
+    parser.add_argument(
+        "--stage2-lists", type=int, default=0, help="curriculum: dev lists an epoch (0: all)"
     )
     parser.add_argument("--stage2-epochs", type=int, default=1)
     parser.add_argument("--stage2-lr", type=float, default=5e-5)

@@ -60,6 +60,28 @@ class Plan:
     #: Lists drawn from the public training split each epoch (0: all of them).
     stage1_lists: int = 0
     threads: int = 1
+    #: Lists drawn from the dev files' training folds each epoch of stage 2 (0: all).
+    stage2_lists: int = 0
+    #: Held-out public questions measured, at most, of each set and kind (0: all).
+    public_questions: int = 0
+    #: Whether the dev files' ``foreign`` questions are read (answerability against
+    #: another conversation's questions; the scored and unanswerable ones always are).
+    foreign: bool = False
+
+
+def capped(reads: Sequence[Read], most: int) -> list[Read]:
+    """The first ``most`` reads of each set and kind (whole groups first: the split keeps
+    a group's questions together); all of them when ``most`` is 0."""
+    if not most:
+        return list(reads)
+    seen: dict[tuple[str, str], int] = {}
+    out = []
+    for read in reads:
+        key = (read.file, read.kind)
+        if seen.get(key, 0) < most:
+            seen[key] = seen.get(key, 0) + 1
+            out.append(read)
+    return out
 
 
 def answers(logits: Sequence[float | None], top: int = ANSWER_TOP) -> float:
@@ -343,18 +365,24 @@ def _keyed(raw: Mapping[str, Any]) -> Scores:
 
 
 def stage1(plan: Plan, say: Say) -> dict[str, Any]:
-    """Stage 1 trained (or resumed), exported to ``work/stage1/`` and measured on the public
-    held-out split; its report, kept as ``work/stage1.json``."""
+    """Stage 1 trained (or resumed: a finished checkpoint is not trained again), exported to
+    ``work/stage1/`` and measured on the public held-out split (:func:`capped`); its
+    report, kept as ``work/stage1.json``."""
     from slm_fit.reader_train import export
 
     kept = plan.work / "stage1.json"
     if kept.exists():
         done: dict[str, Any] = _json(kept)
-        if done["recipe"] == _recipe(plan.stage1) and done["lists"] == plan.stage1_lists:
+        if (done["recipe"], done["lists"], done["public_questions"]) == (
+            _recipe(plan.stage1),
+            plan.stage1_lists,
+            plan.public_questions,
+        ):
             return done
     model, metrics = train_stage1(plan, say)
     exported = export(model, plan.work / "stage1")
     _, held = reader_public.split(reader_public.load(plan.public))
+    held = capped(held, plan.public_questions)
     cached = plan.work / "public-embedder.json"
     if not cached.exists():
         _write(cached, embedder_scores(held))
@@ -362,6 +390,7 @@ def stage1(plan: Plan, say: Say) -> dict[str, Any]:
     result = {
         "recipe": _recipe(plan.stage1),
         "lists": plan.stage1_lists,
+        "public_questions": plan.public_questions,
         "training": metrics,
         "model": exported,
         "held_out_questions": len(held),
@@ -397,7 +426,8 @@ def stage1_on_dev(
     if kept.exists():
         return _keyed(_json(kept))
     say("stage 1 reading the dev files")
-    scores = score_dev(plan.work / "stage1", plan.stage1, reads, range(len(reads)), logo)
+    which = [i for i, r in enumerate(reads) if plan.foreign or r.kind != "foreign"]
+    scores = score_dev(plan.work / "stage1", plan.stage1, reads, which, logo)
     _write(kept, scores)
     return scores
 
@@ -420,7 +450,7 @@ def stage2_fold(
     kept = plan.work / f"stage2-fold-{n}.json"
     if kept.exists():
         done: dict[str, Any] = _json(kept)
-        if done["recipe"] == _recipe(plan.stage2):
+        if (done["recipe"], done["lists"]) == (_recipe(plan.stage2), plan.stage2_lists):
             return done
     recipe = plan.stage2
     torch.manual_seed(recipe.seed)
@@ -428,14 +458,24 @@ def stage2_fold(
     model = CrossEncoder(load_base(recipe.layers), recipe.pool)
     model.load_state_dict(torch.load(plan.work / "stage1.pt", weights_only=False)["model"])
     training = [r for r in reads if (r.file, r.group) not in held]
-    epochs = [lists(training, recipe, rng) for _ in range(recipe.epochs)]
+    epochs = []
+    for _ in range(recipe.epochs):
+        drawn = lists(training, recipe, rng)
+        if plan.stage2_lists and plan.stage2_lists < len(drawn):
+            drawn = rng.sample(drawn, plan.stage2_lists)
+        epochs.append(drawn)
     say(f"stage 2 fold {n}: holding out {sorted(held)}; {len(epochs[0])} lists an epoch")
     metrics = fit(model, epochs, recipe, rng, say, plan.threads, plan.work / f"stage2-fold-{n}.pt")
     folder = plan.work / f"stage2-fold-{n}"
     exported = export(model, folder)
-    which = [i for i, r in enumerate(reads) if (r.file, r.group) in held]
+    which = [
+        i
+        for i, r in enumerate(reads)
+        if (r.file, r.group) in held and (plan.foreign or r.kind != "foreign")
+    ]
     result = {
         "recipe": _recipe(recipe),
+        "lists": plan.stage2_lists,
         "held_out": sorted(map(list, held)),
         "training": metrics,
         "model": exported,
