@@ -6,7 +6,10 @@
   then the held-out report (JSON and a Markdown table); folds already scored in ``--work``
   are kept;
 - ``train``: one reader on every scored question of both dev files, exported to ``--out``,
-  with its in-sample report, size and latency.
+  with its in-sample report, size and latency;
+- ``curriculum``: the public sets first, then the dev files by fold
+  (:mod:`slm_fit.reader_curriculum`); ``--stage 1`` stops after the public sets,
+  ``--folds`` trains those folds' second stage only.
 
 Needs torch, safetensors and the weights package (:mod:`slm_fit.reader_model`); the dev
 files' windows are collected once into ``--work`` (outside the repository).
@@ -159,9 +162,60 @@ def run_train(args: argparse.Namespace, recipe: Recipe, beta: float) -> dict[str
     }
 
 
+def run_curriculum(args: argparse.Namespace, recipe: Recipe) -> dict[str, Any]:
+    from slm_bench import learning_data
+    from slm_fit import reader_curriculum as curriculum
+
+    plan = curriculum.Plan(
+        work=args.work,
+        public=args.public,
+        stage1=recipe,
+        stage2=replace(recipe, epochs=args.stage2_epochs, learning_rate=args.stage2_lr),
+        stage1_lists=args.stage1_lists,
+        stage2_lists=args.stage2_lists,
+        threads=args.threads,
+        public_questions=args.public_questions,
+        foreign=args.foreign,
+    )
+    result: dict[str, Any] = {
+        "command": "python -m slm_fit.reader curriculum " + " ".join(sys.argv[2:]),
+        "stage1": curriculum.stage1(plan, _say),
+    }
+    if args.stage == 1:
+        return result
+    reads = _reads(args, recipe)
+    cache = args.work / "windows"
+    seen = [
+        s
+        for path in (args.beam, args.locomo)
+        for s in learning_data.load(cache / f"{path.stem}.seen.npz")
+    ]
+    split, logo = curriculum.dev_setup(plan, reads, seen, _say)
+    first = curriculum.stage1_on_dev(plan, reads, logo, _say)
+    result["stage1_dev"] = curriculum.dev_report(reads, logo, split, first)
+    if args.stage == 2:
+        kept = sorted(set(args.folds)) if args.folds else list(range(len(split)))
+        runs = [curriculum.stage2_fold(plan, reads, split[n], n, logo, _say) for n in kept]
+        second = {int(i): s for r in runs for i, s in r["scores"].items()}
+        result["stage2"] = {
+            "recipe": recipe_dict(plan.stage2),
+            "lists": plan.stage2_lists,
+            "folds": kept,
+            "training": [r["training"] for r in runs],
+            "model": [r["model"] for r in runs],
+        }
+        result["curriculum_dev"] = curriculum.dev_report(reads, logo, split, second)
+        # the stage-1 model on the same questions, for a like-for-like comparison
+        result["stage1_dev_same_folds"] = curriculum.dev_report(
+            reads, logo, split, {i: first[i] for i in second}
+        )
+    (args.work / "curriculum.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return result
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m slm_fit.reader", description=__doc__)
-    parser.add_argument("command", choices=("check", "heldout", "train"))
+    parser.add_argument("command", choices=("check", "heldout", "train", "curriculum"))
     parser.add_argument("--locomo", type=Path, default=Path("../shared/data/locomo-dev.json"))
     parser.add_argument("--beam", type=Path, default=Path("../shared/data/beam-dev.json"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/slm-reader"))
@@ -188,6 +242,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fold", type=int, help="heldout: train and score this fold only")
     parser.add_argument("--threads", type=int, default=1, help="torch threads to train with")
     parser.add_argument("--beta", type=float, default=1.0, help="train: the blend's beta")
+    parser.add_argument(
+        "--public",
+        type=Path,
+        default=Path("../shared/reader-data"),
+        help="curriculum: the public sets' folder",
+    )
+    parser.add_argument(
+        "--stage", type=int, choices=(1, 2), default=2, help="curriculum: stop after"
+    )
+    parser.add_argument(
+        "--stage1-lists", type=int, default=0, help="curriculum: public lists an epoch (0: all)"
+    )
+    parser.add_argument(
+        "--public-questions",
+        type=int,
+        default=0,
+        help="curriculum: held-out public questions measured per set and kind (0: all)",
+    )
+    parser.add_argument(
+        "--foreign",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="curriculum: also read other conversations' questions",
+    )
+    parser.add_argument(
+        "--stage2-lists", type=int, default=0, help="curriculum: dev lists an epoch (0: all)"
+    )
+    parser.add_argument("--stage2-epochs", type=int, default=1)
+    parser.add_argument("--stage2-lr", type=float, default=5e-5)
+    parser.add_argument(
+        "--answerability",
+        type=float,
+        default=DEFAULT.answerability,
+        help="weight of each list's any-row-answers term",
+    )
     args = parser.parse_args(argv)
     recipe = replace(
         Recipe(),
@@ -201,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         learning_rate=args.lr,
         dates=args.dates,
         asks=args.asks,
+        answerability=args.answerability,
     )
     if args.command == "check":
         from slm_fit.reader_model import BASE_SHA256
@@ -209,7 +299,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         result: dict[str, Any] = {"sha256": BASE_SHA256, **check_published()}
         print(json.dumps(result, indent=2))
         return 0 if result["published"] else 1
-    if args.command == "heldout":
+    if args.command == "curriculum":
+        result = run_curriculum(args, recipe)
+        print(json.dumps(result, indent=2))
+        from slm_fit.reader_curriculum import markdown
+
+        for key in ("stage1_dev", "curriculum_dev", "stage1_dev_same_folds"):
+            if key in result:
+                print(markdown(key, result[key]))
+    elif args.command == "heldout":
         result = run_heldout(args, recipe)
         print(json.dumps(result, indent=2))
         if args.fold is None:

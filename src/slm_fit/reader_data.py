@@ -74,9 +74,12 @@ def collect(
     settings: Settings,
     progress: Callable[[str], None] | None = None,
     foreign: int = FOREIGN,
+    seen_out: list[data.Seen] | None = None,
 ) -> list[Read]:
     """Every question's window, one fresh SQLite store per group (``settings`` without a
-    reranker: the window is read before it, then ordered by the shipped model)."""
+    reranker: the window is read before it, then ordered by the shipped model); each
+    window as read (its features, for a reranker trained without its group) is appended to
+    ``seen_out``, one per read."""
     name = Path(path).stem
     embedder = make_embedder(settings.embedder)
     ranker = default_ranker()
@@ -98,6 +101,8 @@ def collect(
                 asked, data.examples(memory, group, ids, [q for _, q in asked]), strict=True
             ):
                 reads.append(_read(name, group.name, kind, question.text, seen, ranker, contents))
+                if seen_out is not None:
+                    seen_out.append(seen)
         if progress:
             progress(f"{name} {group.name}: {len(asked)} questions")
     return reads
@@ -151,8 +156,12 @@ def load_or_collect(
     kept = cache / f"{Path(path).stem}.reads.json"
     if kept.exists():
         return load(kept)
-    reads = collect(path, Settings.from_env(rerank=False, calibration=None), progress)
+    seen: list[data.Seen] = []
+    reads = collect(
+        path, Settings.from_env(rerank=False, calibration=None), progress, seen_out=seen
+    )
     save(reads, kept)
+    data.save(seen, cache / f"{Path(path).stem}.seen.npz")
     return reads
 
 

@@ -53,6 +53,8 @@ class Recipe:
     #: Lists drawn each epoch (without replacement) from the conversations' own asking
     #: turns and their replies (:func:`slm_fit.reader_data.asks`; 0: none).
     asks: int = 0
+    #: Weight of each list's answerability term (:func:`_loss`; 0: none).
+    answerability: float = 0.0
 
 
 def lists(
@@ -62,6 +64,12 @@ def lists(
     asking turn: windows of kind ``ask``)."""
     out = []
     for read in reads:
+        if read.kind == "unanswerable" and recipe.answerability:
+            # nothing answers: slm's top rows, all negatives (the answerability term)
+            rows = [i for i, t in enumerate(read.texts) if t][: recipe.group]
+            if rows:
+                out.append([(read.question, read.texts[i], 0) for i in rows])
+            continue
         if read.kind not in ("own", "ask") or not read.answered:
             continue
         positives = [i for i, label in enumerate(read.labels) if label and read.texts[i]]
@@ -72,6 +80,29 @@ def lists(
         hard, below = [i for i in negatives if i < 20], [i for i in negatives if i >= 20]
         easy = rng.sample(below, min(len(below), recipe.easy))
         rows = chosen + hard[: recipe.group - len(chosen) - len(easy)] + easy
+        out.append([(read.question, read.texts[i], read.labels[i]) for i in rows])
+    return out
+
+
+def sampled_lists(
+    reads: Sequence[Read], recipe: Recipe, rng: random.Random
+) -> list[list[tuple[str, str, int]]]:
+    """One list per question of a public set (:mod:`slm_fit.reader_public`), whose rows
+    are in their dialogue's order, not ranked: its answers (at most ``Recipe.positives``)
+    and negatives drawn at random from the same dialogue, ``Recipe.group`` rows in all
+    (shuffled); an unanswerable question's list is all negatives (with
+    ``Recipe.answerability``; else it is left out)."""
+    out = []
+    for read in reads:
+        positives = [i for i, label in enumerate(read.labels) if label and read.texts[i]]
+        if not positives and not (read.kind == "unanswerable" and recipe.answerability):
+            continue
+        chosen = rng.sample(positives, min(len(positives), recipe.positives))
+        negatives = [i for i, label in enumerate(read.labels) if not label and read.texts[i]]
+        rows = chosen + rng.sample(negatives, min(len(negatives), recipe.group - len(chosen)))
+        if not rows:
+            continue
+        rng.shuffle(rows)
         out.append([(read.question, read.texts[i], read.labels[i]) for i in rows])
     return out
 
@@ -116,13 +147,45 @@ def train(
     from slm_fit.reader_model import CrossEncoder, load_base
 
     torch.manual_seed(recipe.seed)
-    torch.set_num_threads(threads)
     rng = random.Random(recipe.seed)
     model = CrossEncoder(load_base(recipe.layers), recipe.pool)
+    epochs = [
+        lists(reads, recipe, rng)
+        + lists(rng.sample(list(asked), min(len(asked), recipe.asks)), recipe, rng)
+        for _ in range(recipe.epochs)
+    ]
+    metrics = fit(model, epochs, recipe, rng, progress, threads)
+    return model, {**metrics, "asks_available": len(asked)}
+
+
+Lists = list[list[tuple[str, str, int]]]
+
+
+def fit(
+    model: Any,
+    epochs: Sequence[Lists],
+    recipe: Recipe,
+    rng: random.Random,
+    progress: Callable[[str], None] | None = None,
+    threads: int = 1,
+    checkpoint: Path | None = None,
+    every: int = 100,
+    vocabulary: bytes | None = None,
+) -> dict[str, Any]:
+    """Train ``model`` on ``epochs`` (each a list of lists of (question, memory, label)),
+    ``Recipe.questions_per_step`` lists a step, and return the run's metrics. A list with
+    no positive (an unanswerable question) adds only its pointwise and answerability
+    terms (:func:`_loss`). With ``checkpoint`` (a file) the model, optimiser, schedule and
+    random states are saved every ``every`` steps and at the end, and a run finds its
+    saved state there and continues from it (the same ``epochs`` and seed give the same
+    steps). ``vocabulary``: a ``tokenizer.json`` other than the base model's."""
+    import torch
+
+    torch.set_num_threads(threads)
     # The word embeddings stay as published: a third of the weights, and the vocabulary
     # the few thousand training questions would move least usefully.
     model.encoder.words.weight.requires_grad_(False)
-    tok = tokenizer(recipe.pieces)
+    tok = tokenizer(recipe.pieces, vocabulary)
     head = list(model.head.parameters())
     body = [p for n, p in model.named_parameters() if not n.startswith("head.") and p.requires_grad]
     optimiser = torch.optim.AdamW(
@@ -132,43 +195,81 @@ def train(
         ],
         weight_decay=0.01,
     )
-    epochs = [
-        lists(reads, recipe, rng)
-        + lists(rng.sample(list(asked), min(len(asked), recipe.asks)), recipe, rng)
-        for _ in range(recipe.epochs)
-    ]
-    steps = sum(-(-len(e) // recipe.questions_per_step) for e in epochs)
+    batches = []
+    for epoch in epochs:
+        shuffled = list(epoch)
+        rng.shuffle(shuffled)
+        batches += [
+            shuffled[start : start + recipe.questions_per_step]
+            for start in range(0, len(shuffled), recipe.questions_per_step)
+        ]
+    steps = len(batches)
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser,
         lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / max(1, steps - warmup))),
     )
+    step, pairs, losses, spent = 0, 0, [], 0.0
+    if checkpoint is not None and checkpoint.exists():
+        state = torch.load(checkpoint, weights_only=False)
+        model.load_state_dict(state["model"])
+        optimiser.load_state_dict(state["optimiser"])
+        schedule.load_state_dict(state["schedule"])
+        torch.set_rng_state(state["torch_rng"])
+        step, pairs, losses, spent = (
+            state["step"],
+            state["pairs"],
+            state["losses"],
+            state["seconds"],
+        )
+        if progress:
+            progress(f"resumed at step {step}/{steps} from {checkpoint}")
+
+    def save() -> None:
+        if checkpoint is None:
+            return
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        partial = checkpoint.with_suffix(".partial")
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optimiser": optimiser.state_dict(),
+                "schedule": schedule.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+                "step": step,
+                "pairs": pairs,
+                "losses": losses,
+                "seconds": spent + time.perf_counter() - started,
+            },
+            partial,
+        )
+        partial.replace(checkpoint)
+
     model.train()
-    started, step, pairs, losses = time.perf_counter(), 0, 0, []
-    for batches in epochs:
-        rng.shuffle(batches)
-        for start in range(0, len(batches), recipe.questions_per_step):
-            chunk = batches[start : start + recipe.questions_per_step]
-            flat = [row for group in chunk for row in group]
-            logits = model(**encode(tok, [(q, m) for q, m, _ in flat]))
-            labels = torch.tensor([float(y) for _, _, y in flat])
-            loss = _loss(logits, labels, [len(g) for g in chunk], recipe.bce)
-            optimiser.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimiser.step()
-            schedule.step()
-            step, pairs = step + 1, pairs + len(flat)
-            losses.append(float(loss.detach()))
-            if progress and step % 20 == 0:
-                rate = pairs / (time.perf_counter() - started)
-                progress(f"step {step}/{steps} loss {np.mean(losses[-20:]):.3f} {rate:.1f} pairs/s")
+    started, resumed_pairs = time.perf_counter(), pairs
+    while step < steps:
+        chunk = batches[step]
+        flat = [row for group in chunk for row in group]
+        logits = model(**encode(tok, [(q, m) for q, m, _ in flat]))
+        labels = torch.tensor([float(y) for _, _, y in flat])
+        loss = _loss(logits, labels, [len(g) for g in chunk], recipe.bce, recipe.answerability)
+        optimiser.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimiser.step()
+        schedule.step()
+        step, pairs = step + 1, pairs + len(flat)
+        losses.append(float(loss.detach()))
+        if progress and step % 20 == 0:
+            rate = (pairs - resumed_pairs) / (time.perf_counter() - started)
+            progress(f"step {step}/{steps} loss {np.mean(losses[-20:]):.3f} {rate:.1f} pairs/s")
+        if step % every == 0 or step == steps:
+            save()
     model.eval()
-    seconds = time.perf_counter() - started
-    return model, {
+    seconds = spent + time.perf_counter() - started
+    return {
         "recipe": asdict(recipe),
         "questions": len(epochs[0]) if epochs else 0,
-        "asks_available": len(asked),
         "steps": step,
         "pairs": pairs,
         "seconds": round(seconds, 1),
@@ -178,16 +279,30 @@ def train(
     }
 
 
-def _loss(logits: Any, labels: Any, sizes: Sequence[int], bce: float) -> Any:
-    """Listwise softmax cross-entropy per list (mass on its positives) + ``bce`` x BCE."""
+def _loss(
+    logits: Any, labels: Any, sizes: Sequence[int], bce: float, answerability: float = 0.0
+) -> Any:
+    """Per list: the listwise softmax cross-entropy (the mass on its positives; none for
+    a list without one) and ``answerability`` x the binary cross-entropy of whether any
+    row answers (:func:`answers`: noisy-OR of the rows' probabilities); plus ``bce`` x the
+    pointwise BCE of every row."""
     import torch
 
     total = torch.zeros(())
     start = 0
     for size in sizes:
         part, wanted = logits[start : start + size], labels[start : start + size]
-        positive = part.masked_fill(wanted < 0.5, float("-inf"))
-        total = total + torch.logsumexp(part, 0) - torch.logsumexp(positive, 0)
+        answered = bool((wanted > 0.5).any())
+        if answered:
+            positive = part.masked_fill(wanted < 0.5, float("-inf"))
+            total = total + torch.logsumexp(part, 0) - torch.logsumexp(positive, 0)
+        if answerability:
+            # log P(no row answers) = sum of log(1 - p_i)
+            none = torch.nn.functional.logsigmoid(-part).sum()
+            if answered:
+                total = total - answerability * torch.log(-torch.expm1(none.clamp(max=-1e-6)))
+            else:
+                total = total - answerability * none
         start += size
     pointwise = torch.nn.functional.binary_cross_entropy_with_logits(logits, labels)
     return total / len(sizes) + bce * pointwise
