@@ -6,7 +6,6 @@ store transaction. Reading: validate -> :func:`slm.recall.recall` (the read path
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -41,7 +40,7 @@ from slm.recall.fusion import source_trust
 from slm.recall.reader import Reader
 from slm.settings import Settings, default_db_path, index_dir
 from slm.store import Location, Store, open_store
-from slm.store.base import SCOPE_KEYS_META, FeedbackEvent, Filters
+from slm.store.base import FeedbackEvent, Filters
 
 __all__ = ["Memory", "MemoryInput", "Remembered", "content_hash"]
 
@@ -120,32 +119,15 @@ class Memory:
             )
 
     def _check_scope_keys(self) -> None:
-        """Memories' scopes follow the scope keys in force: a store written with other
-        keys (or by a release without scopes) has its scopes read again, once."""
-        keys = list(self.settings.scope_keys)
-        stored = self.store.meta(SCOPE_KEYS_META)
-        if stored is None or json.loads(stored) != keys:
-            changed = self.store.rescope(keys)
-            if changed:
-                log.info("slm: %d memories took the scope their metadata gives", changed)
+        """Memories' scopes follow the scope keys in force (:func:`owners.adopt_keys`)."""
+        owners.adopt_keys(self.store, self.settings.scope_keys)
 
     def scope_keys(self) -> tuple[str, ...]:
-        """The scope keys a write reads scopes with: the ones the store records now. Each
-        write reads them (one row by its key, as cheap as the change feed's check); when
-        another process opened the store with other keys since, and so read every
-        memory's scope again with those, this ``Memory`` takes them from then on (logged),
-        rather than write with keys the stored scopes no longer follow (docs/scopes.md)."""
-        stored = self.store.meta(SCOPE_KEYS_META)
-        keys = self.settings.scope_keys
-        if stored is not None and (recorded := tuple(json.loads(stored))) != keys:
-            log.warning(
-                "slm: the store's scope keys changed from %s to %s in another process; "
-                "writes follow them",
-                list(keys),
-                list(recorded),
-            )
-            self.settings = replace(self.settings, scope_keys=recorded)
-            keys = recorded
+        """The scope keys a write reads scopes with: the ones the store records now, which
+        another process may have changed since this ``Memory`` opened (docs/scopes.md)."""
+        keys = owners.recorded_keys(self.store, self.settings.scope_keys)
+        if keys != self.settings.scope_keys:
+            self.settings = replace(self.settings, scope_keys=keys)
         return keys
 
     def _check_required_channels(self) -> None:
@@ -304,14 +286,14 @@ class Memory:
                 f"the limit is {validate.MAX_BATCH}",
                 field="items",
             )
-        now = datetime.now(UTC)
-        numbered = len(batch) > 1
-        keys = self.scope_keys()
-        checked = [check_item(i, item, now, numbered, keys) for i, item in enumerate(batch)]
+        now, numbered = datetime.now(UTC), len(batch) > 1
         auto = self.settings.update_policy == "auto"
-        return stage.write(
-            self.store, self.indexes.vectors, self.profile, self.embedder, checked, auto=auto
-        )
+        with self.store.writing(self.profile):  # the keys read on the write's connection
+            keys = self.scope_keys()
+            checked = [check_item(i, item, now, numbered, keys) for i, item in enumerate(batch)]
+            return stage.write(
+                self.store, self.indexes.vectors, self.profile, self.embedder, checked, auto=auto
+            )
 
     def _owner(self, owner: Owner) -> dict[str, Any]:
         """The owner given by name, checked against the store's scope keys."""

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from slm.engine import Memory
+from slm.errors import install_hint
 from slm.hosts.hooks.inject import DEFAULT_BUDGET, MAX_SHOWN, PROMPT_HEAD, fit, prompt_label
 from slm_bench import locomo
 
@@ -473,7 +474,7 @@ def plot(report: dict[str, Any], out: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise ImportError("plotting needs matplotlib: pip install 'slm-memory[bench]'") from exc
+        raise ImportError(f"plotting needs matplotlib: {install_hint('bench')}") from exc
     figure, axis = plt.subplots(figsize=(7, 4.5))
     for name, found in report["sets"].items():
         rows = found["tradeoff"]

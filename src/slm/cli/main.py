@@ -44,7 +44,7 @@ from slm.cli.setup import setup
 from slm.cli.transfer import export, import_
 from slm.cli.upkeep import backup, migrate, reindex
 from slm.contract import RecallResponse
-from slm.engine import Memory
+from slm.engine import Memory, MemoryInput
 from slm.errors import DISTRIBUTION, InvalidInput
 from slm.models import RecallRequest
 
@@ -101,9 +101,10 @@ def remember(obj: Context, /, text: str, as_json: bool, **fields: Any) -> None:
         size = len(text.encode("utf-8", "replace"))
         if size <= LONG_TEXT_BYTES or size > validate.MAX_CONTENT_BYTES:  # quick, or refused
             done = memory.remember(text, **fields)
-        else:
+        else:  # checked before the progress starts, so a refusal is one line
+            memory.validate_item(item := MemoryInput(text, **fields))
             with passages_read(memory, size):
-                done = memory.remember(text, **fields)
+                done = memory.store_many([item])[0]
     answer(done.to_dict(), remembered(done), as_json)
 
 

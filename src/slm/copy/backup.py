@@ -56,7 +56,7 @@ def target_file(memory: Memory, target: str | Path, *, overwrite: bool, what: st
     if path.is_dir():
         raise InvalidInput(f"{path} is a directory; give the {what}'s file name", field="path")
     if not path.parent.is_dir():
-        raise InvalidInput(f"no directory {path.parent} to write the {what} into", field="path")
+        raise InvalidInput(f"cannot write the {what}: no directory {path.parent}", field="path")
     store = memory.store
     if store.kind == "sqlite" and _is_part_of(path, Path(store.location)):
         raise InvalidInput(f"{path} is the store itself or one of its files", field="path")

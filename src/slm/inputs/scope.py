@@ -11,12 +11,16 @@ given both ways with different values is an :class:`InvalidInput` naming it
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from slm import validate
 from slm.errors import InvalidInput
+from slm.store.base import SCOPE_KEYS_META, Store
+
+log = logging.getLogger(__name__)
 
 #: The scope keys every surface takes by name (Mem0's), whatever the store's keys are.
 NAMED = ("user_id", "agent_id", "run_id")
@@ -148,3 +152,29 @@ def _value(name: str, value: object) -> str | int | float | bool:
 def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def adopt_keys(store: Store, keys: Sequence[str]) -> None:
+    """Make ``store``'s memories' scopes follow ``keys``: a store written with other keys
+    (or by a release without scopes) has its scopes read again, once."""
+    stored = store.meta(SCOPE_KEYS_META)
+    if stored is None or json.loads(stored) != list(keys):
+        changed = store.rescope(list(keys))
+        if changed:
+            log.info("slm: %d memories took the scope their metadata gives", changed)
+
+
+def recorded_keys(store: Store, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The scope keys ``store`` records now (one row by its key, as cheap as the change
+    feed's check), else ``keys``. When another process opened the store with other keys
+    since, and so read every memory's scope again with those, a write must take them
+    (logged) rather than write with keys the stored scopes no longer follow."""
+    stored = store.meta(SCOPE_KEYS_META)
+    if stored is None or (recorded := tuple(json.loads(stored))) == keys:
+        return keys
+    log.warning(
+        "slm: the store's scope keys changed from %s to %s in another process; writes follow them",
+        list(keys),
+        list(recorded),
+    )
+    return recorded
