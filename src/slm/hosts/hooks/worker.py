@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -100,7 +101,9 @@ class Worker:
                 prompt,
                 request["project"],
                 session,
-                minimum=inject.DEFAULT_MINIMUM if minimum is None else float(minimum),
+                rule=inject.DEFAULT_RULE
+                if minimum is None
+                else replace(inject.DEFAULT_RULE, gate=float(minimum)),
             )
         entry = {
             "time": _now(),
