@@ -412,3 +412,42 @@ def test_a_stale_address_file_sends_nothing_to_whoever_holds_the_port_now(tmp_pa
     listener.close()
     assert received == []
     assert json.loads((folder / "worker.json").read_text())["port"] != port
+
+
+def test_a_long_memory_is_injected_as_an_excerpt_around_what_the_prompt_asks(
+    tmp_path: Path,
+) -> None:
+    from slm.hosts.hooks.inject import for_prompt
+
+    project = str(tmp_path / "shop")
+    filler = " ".join(
+        f"Step {n}: we walked through the deployment checklist again." for n in range(40)
+    )
+    fact = "The billing service stores invoices in PostgreSQL 16 with logical replication."
+    after = " ".join(f"Item {n} of the runbook was reviewed." for n in range(60))
+    long_text = f"assistant: {filler} {fact} {after}"
+    with Memory(tmp_path / "m.db") as memory:
+        memory.remember(long_text, metadata={"project": project, "session": "one"})
+        memory.remember(
+            "user: Billing invoices must be kept for ten years.",
+            metadata={"project": project, "session": "one"},
+        )
+        found = for_prompt(memory, "Where does billing store invoices?", project, "two")
+    assert found.why == "injected", found
+    assert len(found.block) <= 1500
+    # the long memory is shown, cut around the part about billing invoices, not its start
+    assert "PostgreSQL 16" in found.block and "Step 0:" not in found.block
+    assert "ten years" in found.block and len(found.shown) == 2
+
+
+def test_the_gate_decides_whether_and_the_floor_what_follows() -> None:
+    from slm.hosts.hooks.inject import Rule
+
+    rule = Rule(gate=0.6, floor=0.3, ratio=0.5, most=3)
+    candidates = [("a", 0.7, 60), ("b", 0.4, 5000), ("c", 0.2, 40), ("d", 0.5, 80), ("e", 0.45, 9)]
+    assert [i for i, _ in rule.select(candidates)] == [0, 1, 3]  # c below the floor; at most 3
+    assert rule.select([("a", 0.59, 60), ("b", 0.58, 60)]) == []  # the top fails the gate
+    rooms = dict(rule.select(candidates))
+    assert rooms[0] == 60 and rooms[3] == 80 and 120 <= rooms[1] < 5000  # short lines whole
+    with pytest.raises(ValueError, match="gate"):
+        Rule(gate=1.5)
