@@ -176,7 +176,7 @@ def check_documented(case: Case, machine: Machine) -> None:
         (settings,) = files.values()
         assert settings["mcpServers"]["slm"] == {"command": SLM, "args": mcp_args}
         events = hook_commands(settings)
-        expected = {"SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd"}
+        expected = {"SessionStart", "BeforeAgent", "AfterAgent"}
         assert set(events) == expected
         assert all(h.get("name", "").startswith("slm-")
                    for g in settings["hooks"]["BeforeAgent"] for h in g["hooks"])  # fmt: skip
@@ -473,3 +473,12 @@ def test_a_file_that_would_not_read_back_is_refused(machine: Machine) -> None:
     result = run("cursor")
     assert result.exit_code != 0 and "would not read back as written" in result.output
     assert path.read_text() == text and not (path.parent / "mcp.json.slm-backup").exists()
+
+
+@pytest.mark.parametrize("host", ["claude-code", "gemini-cli"])
+def test_every_event_setup_writes_is_one_slm_hook_handles(host: str) -> None:
+    from slm.hosts import claude_code, gemini_cli
+    from slm.hosts.hooks.thin import CAPTURE_EVENTS, INJECT_EVENTS
+
+    written = {"claude-code": claude_code, "gemini-cli": gemini_cli}[host].EVENTS
+    assert set(written) == set(INJECT_EVENTS[host]) | set(CAPTURE_EVENTS[host])
