@@ -451,3 +451,32 @@ def test_the_gate_decides_whether_and_the_floor_what_follows() -> None:
     assert rooms[0] == 60 and rooms[3] == 80 and 120 <= rooms[1] < 5000  # short lines whole
     with pytest.raises(ValueError, match="gate"):
         Rule(gate=1.5)
+
+
+@pytest.mark.parametrize("xdg", [None, "", "  ", "/tmp/xdg-data"])
+def test_the_thin_hooks_data_folder_is_slms_without_platformdirs(
+    xdg: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """platformdirs reads ``XDG_DATA_HOME`` from the process's environment, so it is set
+    there too; ``SLM_HOME`` is left out of the environment given."""
+    from slm.hosts.hooks.place import data_folder
+    from slm.settings import data_dir
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SLM_HOME", "XDG_DATA_HOME")}
+    if xdg is not None:
+        env["XDG_DATA_HOME"] = xdg
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    if xdg is not None:
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+    assert data_folder(env) == str(data_dir(env))
+
+
+def test_the_thin_hook_imports_no_pathlib_nor_platformdirs(tmp_path: Path) -> None:
+    code = (
+        "import sys; from slm.hosts.hooks.thin import main; "
+        "print(sorted(m for m in ('pathlib', 'platformdirs', 'typing', 're') if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLM_HOME"}
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    assert done.stdout.strip() == "['re']", done.stderr  # re: json's decoder
