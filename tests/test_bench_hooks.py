@@ -82,6 +82,8 @@ def test_bench_hooks_replays_through_the_hooks_and_reports_the_tradeoff(tmp_path
     assert report["sets"]["beam-dev"]["tradeoff"][0]["evidence_in_block"] == 1.0
     assert report["first_use_500_turns"]["turns"] == 4  # the first conversation's
     assert report["cold"]["prompt_hook_ms_cold"] > 0
+    worker, hook = locomo["prompt_worker_ms"], locomo["prompt_hook_ms_warm"]
+    assert 0 < worker["p50"] < hook["p50"] and worker["n"] == 6
     assert "| 0.50 |" in result.output and "chosen gate" in result.output
     beam = report["sets"]["beam-dev"]
     assert beam["unanswered_prompts"] == 1  # the coding prompt; its unanswerable one apart

@@ -268,6 +268,7 @@ def _candidates(host: Host, replayed: Replay) -> None:
         seen[asked["session"]] = index + 1
         entry = lines[asked["session"]][index]
         asked["abstained"] = entry["why"] == "abstained"
+        asked["worker_ms"] = entry.get("ms")  # the warm process's share of the hook's time
         asked["candidates"] = entry.get("candidates", [])
 
 
@@ -399,6 +400,9 @@ def run(
                     "tradeoff": tradeoff(replayed.asked, keys),
                     "prompts": prompts_kept(replayed.asked, keys),
                     "prompt_hook_ms_warm": _percentiles(replayed.prompt_ms),
+                    "prompt_worker_ms": _percentiles(
+                        [a["worker_ms"] for a in replayed.asked if a.get("worker_ms") is not None]
+                    ),
                     "stop_hook_ms": _percentiles(replayed.stop_ms),
                     "start_hook_ms": _percentiles(replayed.start_ms),
                 }
@@ -478,7 +482,9 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             f"## {name}: {found['conversations']} conversations, {found['turns']} turns, "
             f"{found['questions']} questions, {found['unanswered_prompts']} unanswered prompts",
-            f"prompt hook warm: p50 {p['p50']} ms, p95 {p['p95']} ms (n {p['n']}); "
+            f"prompt hook warm: p50 {p['p50']} ms, p95 {p['p95']} ms (n {p['n']}), of which "
+            f"the warm process p50 {found['prompt_worker_ms']['p50']} ms, "
+            f"p95 {found['prompt_worker_ms']['p95']} ms; "
             f"Stop hook: p50 {s['p50']} ms, p95 {s['p95']} ms",
             "",
             "| gate | evidence in block | shown | chars/prompt | injected: nothing answers "
