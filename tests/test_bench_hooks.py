@@ -85,6 +85,8 @@ def test_bench_hooks_replays_through_the_hooks_and_reports_the_tradeoff(tmp_path
     worker, hook = locomo["prompt_worker_ms"], locomo["prompt_hook_ms_warm"]
     assert 0 < worker["p50"] < hook["p50"] and worker["n"] == 6
     assert "| 0.50 |" in result.output and "chosen gate" in result.output
+    best = report["rules"][0]  # the rules swept, best first, each at its lowest safe gate
+    assert best["locomo-dev"]["evidence_in_block"] == 1.0 and "rules (floor" in result.output
     beam = report["sets"]["beam-dev"]
     assert beam["unanswered_prompts"] == 1  # the coding prompt; its unanswerable one apart
     assert "injected_unanswerable" in beam["tradeoff"][0]

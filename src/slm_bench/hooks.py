@@ -348,6 +348,50 @@ def prompts_kept(asked: Sequence[dict[str, Any]], keys: dict[str, str]) -> list[
     return out
 
 
+#: The rules :func:`sweep_rules` scores: each floor, share of the top, and most shown.
+FLOORS = (0.0, 0.2, 0.3, 0.4, 0.5)
+RATIOS = (0.0, 0.5, 0.6, 0.7, 0.8)
+MOSTS = (3, 4, 5, 6, 8, 10)
+
+
+def score(prompts: Sequence[dict[str, Any]], rule: Rule) -> dict[str, float | None]:
+    """Evidence in the block, and injection where nothing answers, for kept prompts
+    (:func:`prompts_kept`) under ``rule``."""
+    held, unanswered = [], []
+    for kept in prompts:
+        found = [(str(c[0]), float(c[1]), int(c[2])) for c in kept["candidates"]]
+        chosen = [] if kept["abstained"] else rule.select(found)
+        if kept["kind"] == "question":
+            held.append(any(kept["candidates"][i][3] for i, _ in chosen))
+        elif kept["kind"] in UNANSWERED_KINDS:
+            unanswered.append(bool(chosen))
+    return {"evidence_in_block": _share(held), "injected_unanswered": _share(unanswered)}
+
+
+def sweep_rules(
+    sets: dict[str, dict[str, Any]], ceiling: float = 0.15, keep: int = 10
+) -> list[dict[str, Any]]:
+    """For each floor, share of the top and most shown (budget as shipped), the lowest gate
+    at which every set injects for at most ``ceiling`` of the prompts nothing answers, and
+    the evidence then in the block; the ``keep`` best by the mean over the sets."""
+    rows: list[dict[str, Any]] = []
+    for floor in FLOORS:
+        for ratio in RATIOS:
+            for most in MOSTS:
+                for gate in MINIMUMS:
+                    rule = replace(DEFAULT_RULE, gate=gate, floor=floor, ratio=ratio, most=most)
+                    found = {name: score(s["prompts"], rule) for name, s in sets.items()}
+                    if all((f["injected_unanswered"] or 0) <= ceiling for f in found.values()):
+                        mean = sum(f["evidence_in_block"] or 0 for f in found.values())
+                        rows.append({"gate": gate, "floor": floor, "ratio": ratio, "most": most,
+                                     "evidence_in_block_mean": round(mean / len(found), 4),
+                                     **found})  # fmt: skip
+                        break
+    rows.sort(key=lambda r: (-float(r["evidence_in_block_mean"]), -float(r["floor"]),
+                             -float(r["ratio"]), int(r["most"])))  # fmt: skip
+    return rows[:keep]
+
+
 def _share(flags: Sequence[bool]) -> float | None:
     return round(sum(flags) / len(flags), 4) if flags else None
 
@@ -414,6 +458,7 @@ def run(
         finally:
             host.stop()
     report["chosen"] = choose(report)
+    report["rules"] = sweep_rules(report["sets"])
     return report
 
 
@@ -499,6 +544,17 @@ def markdown(report: dict[str, Any]) -> str:
                 f" | {row.get('injected_coding_blind', '-')}"
                 f" | {row.get('injected_unanswerable', '-')} |"
             )
+    if report.get("rules"):
+        lines += ["", "rules (floor, share of the top, most shown) by the evidence at the lowest "
+                  "gate injecting for <= 0.15 where nothing answers:", "",
+                  "| gate | floor | ratio | most | evidence (mean) | "
+                  + " | ".join(report["sets"]) + " |",
+                  "|---|---|---|---|---|" + "---|" * len(report["sets"])]  # fmt: skip
+        for r in report["rules"]:
+            per = " | ".join(f"{r[n]['evidence_in_block']} / {r[n]['injected_unanswered']}"
+                             for n in report["sets"])  # fmt: skip
+            lines.append(f"| {r['gate']:.2f} | {r['floor']} | {r['ratio']} | {r['most']} | "
+                         f"{r['evidence_in_block_mean']} | {per} |")  # fmt: skip
     chosen = report.get("chosen")
     lines += ["", f"chosen gate (most evidence with <= 0.15 injected where nothing answers): "
               f"{chosen['minimum'] if chosen else 'none qualifies'}"]  # fmt: skip
