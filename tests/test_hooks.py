@@ -480,3 +480,31 @@ def test_the_thin_hook_imports_no_pathlib_nor_platformdirs(tmp_path: Path) -> No
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
                           env={**env, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
     assert done.stdout.strip() == "['re']", done.stderr  # re: json's decoder
+
+
+def test_codex_cli_prompts_are_recalled_and_their_turns_captured_at_stop(tmp_path: Path) -> None:
+    """Codex CLI's documented payloads (hooks schema): UserPromptSubmit carries ``prompt``
+    and ``turn_id`` and takes ``hookSpecificOutput.additionalContext``; Stop carries the
+    reply only (``last_assistant_message``), so the turn stored is that prompt and reply."""
+    db, project = tmp_path / "m.db", _project(tmp_path, "shop")
+    codex = [sys.executable, "-m", "slm.hosts.hooks.thin", "codex-cli"]
+
+    def hook(event: str, session: str, body: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        given = {"session_id": session, "transcript_path": None, "cwd": str(project),
+                 "hook_event_name": event, "model": "gpt-5", "permission_mode": "default",
+                 **body}  # fmt: skip
+        return subprocess.run([*codex, event, "--db", str(db)], input=json.dumps(given),
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    said = "The staging cluster runs Kubernetes 1.31 in region eu-west-3."
+    first = hook("UserPromptSubmit", "c1", {"turn_id": "t1", "prompt": said})
+    assert (first.returncode, first.stdout) == (0, "")  # nothing stored yet
+    reply = {"turn_id": "t1", "stop_hook_active": False,
+             "last_assistant_message": "Noted: staging is Kubernetes 1.31."}  # fmt: skip
+    assert hook("Stop", "c1", reply).returncode == 0
+    (captured,) = wait_captures(1)
+    assert captured["turns"] == 2 and len(captured["captured"]) == 2
+    asked = hook("UserPromptSubmit", "c2", {"turn_id": "t9", "prompt": "Which Kubernetes version?"})
+    context = json.loads(asked.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "UserPromptSubmit"
+    assert "Kubernetes 1.31 in region eu-west-3" in context["additionalContext"]

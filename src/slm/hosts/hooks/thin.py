@@ -34,10 +34,12 @@ if TYPE_CHECKING:
 INJECT_EVENTS = {
     "claude-code": ("SessionStart", "UserPromptSubmit"),
     "gemini-cli": ("SessionStart", "BeforeAgent"),
+    "codex-cli": ("SessionStart", "UserPromptSubmit"),
 }
 CAPTURE_EVENTS = {
     "claude-code": ("Stop", "PreCompact", "SessionEnd"),
     "gemini-cli": ("AfterAgent",),
+    "codex-cli": ("Stop",),
 }
 #: Seconds a prompt's hook waits for its block, and a session start's (which may start
 #: the warm process and load the model): ``SLM_HOOK_WAIT_PROMPT``, ``SLM_HOOK_WAIT_START``.
@@ -120,8 +122,8 @@ def _run(args: list[str]) -> int:
 
 
 def render(host: str, event: str, context: str) -> str:
-    """What the hook prints for ``context`` in ``host``'s documented form (Claude Code and
-    Gemini CLI: ``hookSpecificOutput.additionalContext``)."""
+    """What the hook prints for ``context`` in ``host``'s documented form (Claude Code,
+    Gemini CLI and Codex CLI alike: ``hookSpecificOutput.additionalContext``)."""
     out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
     return json.dumps(out, ensure_ascii=False) + "\n"
 
