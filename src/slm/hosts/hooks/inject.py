@@ -61,10 +61,10 @@ class Rule:
     ``budget``: the most characters of the block. The shipped values were chosen on ``slm
     bench hooks``'s trade-off (docs/hooks.md)."""
 
-    gate: float = 0.6
-    floor: float = 0.3
-    ratio: float = 0.6
-    most: int = 6
+    gate: float = 0.5
+    floor: float = 0.2
+    ratio: float = 0.0
+    most: int = 10
     budget: int = DEFAULT_BUDGET
 
     def __post_init__(self) -> None:
