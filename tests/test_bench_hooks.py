@@ -4,11 +4,13 @@ real hook commands, and the report's trade-off is rebuilt from what the hooks in
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from slm.cli import cli
+from slm.hosts.hooks.inject import Rule
 from slm_bench.hooks import block_at, chars_at
 
 
@@ -73,18 +75,29 @@ def test_bench_hooks_replays_through_the_hooks_and_reports_the_tradeoff(tmp_path
     assert (locomo["conversations"], locomo["turns"], locomo["questions"]) == (2, 8, 2)
     # another conversation's question (2) and the coding prompt (2)
     assert locomo["unanswered_prompts"] == 4
+    kinds = {p["kind"] for p in locomo["prompts"]}
+    assert kinds == {"question", "other conversation", "coding"}
     at_zero = locomo["tradeoff"][0]
     assert at_zero["minimum"] == 0.0 and at_zero["evidence_in_block"] == 1.0
     assert report["sets"]["beam-dev"]["tradeoff"][0]["evidence_in_block"] == 1.0
     assert report["first_use_500_turns"]["turns"] == 4  # the first conversation's
     assert report["cold"]["prompt_hook_ms_cold"] > 0
-    assert "| 0.50 |" in result.output and "chosen minimum" in result.output
+    worker, hook = locomo["prompt_worker_ms"], locomo["prompt_hook_ms_warm"]
+    assert 0 < worker["p50"] < hook["p50"] and worker["n"] == 6
+    assert "| 0.50 |" in result.output and "chosen gate" in result.output
+    best = report["rules"][0]  # the rules swept, best first, each at its lowest safe gate
+    assert best["locomo-dev"]["evidence_in_block"] == 1.0 and "rules (floor" in result.output
+    beam = report["sets"]["beam-dev"]
+    assert beam["unanswered_prompts"] == 1  # the coding prompt; its unanswerable one apart
+    assert "injected_unanswerable" in beam["tradeoff"][0]
 
 
-def test_the_block_at_a_minimum_is_rebuilt_from_the_candidates() -> None:
+def test_the_block_at_a_gate_is_rebuilt_from_the_candidates() -> None:
     asked = {"abstained": False, "candidates": [["a", 0.9, 100], ["b", 0.4, 2000], ["c", 0.7, 50]]}
-    assert block_at(asked, 0.0) == ["a", "b", "c"]
-    assert block_at(asked, 0.5) == ["a", "c"]
-    assert block_at(asked, 0.95) == [] and chars_at(asked, 0.95) == 0
-    assert chars_at(asked, 0.0) <= 1500 and chars_at(asked, 0.0) > chars_at(asked, 0.5)
-    assert block_at({**asked, "abstained": True}, 0.0) == []
+    at = Rule(floor=0.3, ratio=0.0)
+    assert block_at(asked, replace(at, gate=0.0)) == ["a", "b", "c"]
+    assert block_at(asked, replace(at, gate=0.5, floor=0.5)) == ["a", "c"]
+    assert block_at(asked, replace(at, gate=0.95)) == []
+    assert chars_at(asked, replace(at, gate=0.95)) == 0
+    assert 0 < chars_at(asked, replace(at, gate=0.0)) <= 1500
+    assert block_at({**asked, "abstained": True}, replace(at, gate=0.0)) == []

@@ -412,3 +412,99 @@ def test_a_stale_address_file_sends_nothing_to_whoever_holds_the_port_now(tmp_pa
     listener.close()
     assert received == []
     assert json.loads((folder / "worker.json").read_text())["port"] != port
+
+
+def test_a_long_memory_is_injected_as_an_excerpt_around_what_the_prompt_asks(
+    tmp_path: Path,
+) -> None:
+    from slm.hosts.hooks.inject import for_prompt
+
+    project = str(tmp_path / "shop")
+    filler = " ".join(
+        f"Step {n}: we walked through the deployment checklist again." for n in range(40)
+    )
+    fact = "The billing service stores invoices in PostgreSQL 16 with logical replication."
+    after = " ".join(f"Item {n} of the runbook was reviewed." for n in range(60))
+    long_text = f"assistant: {filler} {fact} {after}"
+    with Memory(tmp_path / "m.db") as memory:
+        memory.remember(long_text, metadata={"project": project, "session": "one"})
+        memory.remember(
+            "user: Billing invoices must be kept for ten years.",
+            metadata={"project": project, "session": "one"},
+        )
+        found = for_prompt(memory, "Where does billing store invoices?", project, "two")
+    assert found.why == "injected", found
+    assert len(found.block) <= 1500
+    # the long memory is shown, cut around the part about billing invoices, not its start
+    assert "PostgreSQL 16" in found.block and "Step 0:" not in found.block
+    assert "ten years" in found.block and len(found.shown) == 2
+
+
+def test_the_gate_decides_whether_and_the_floor_what_follows() -> None:
+    from slm.hosts.hooks.inject import Rule
+
+    rule = Rule(gate=0.6, floor=0.3, ratio=0.5, most=3)
+    candidates = [("a", 0.7, 60), ("b", 0.4, 5000), ("c", 0.2, 40), ("d", 0.5, 80), ("e", 0.45, 9)]
+    assert [i for i, _ in rule.select(candidates)] == [0, 1, 3]  # c below the floor; at most 3
+    assert rule.select([("a", 0.59, 60), ("b", 0.58, 60)]) == []  # the top fails the gate
+    rooms = dict(rule.select(candidates))
+    assert rooms[0] == 60 and rooms[3] == 80 and 120 <= rooms[1] < 5000  # short lines whole
+    with pytest.raises(ValueError, match="gate"):
+        Rule(gate=1.5)
+
+
+@pytest.mark.parametrize("xdg", [None, "", "  ", "/tmp/xdg-data"])
+def test_the_thin_hooks_data_folder_is_slms_without_platformdirs(
+    xdg: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """platformdirs reads ``XDG_DATA_HOME`` from the process's environment, so it is set
+    there too; ``SLM_HOME`` is left out of the environment given."""
+    from slm.hosts.hooks.place import data_folder
+    from slm.settings import data_dir
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SLM_HOME", "XDG_DATA_HOME")}
+    if xdg is not None:
+        env["XDG_DATA_HOME"] = xdg
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    if xdg is not None:
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+    assert data_folder(env) == str(data_dir(env))
+
+
+def test_the_thin_hook_imports_no_pathlib_nor_platformdirs(tmp_path: Path) -> None:
+    code = (
+        "import sys; from slm.hosts.hooks.thin import main; "
+        "print(sorted(m for m in ('pathlib', 'platformdirs', 'typing', 're') if m in sys.modules))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SLM_HOME"}
+    done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True,
+                          env={**env, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    assert done.stdout.strip() == "['re']", done.stderr  # re: json's decoder
+
+
+def test_codex_cli_prompts_are_recalled_and_their_turns_captured_at_stop(tmp_path: Path) -> None:
+    """Codex CLI's documented payloads (hooks schema): UserPromptSubmit carries ``prompt``
+    and ``turn_id`` and takes ``hookSpecificOutput.additionalContext``; Stop carries the
+    reply only (``last_assistant_message``), so the turn stored is that prompt and reply."""
+    db, project = tmp_path / "m.db", _project(tmp_path, "shop")
+    codex = [sys.executable, "-m", "slm.hosts.hooks.thin", "codex-cli"]
+
+    def hook(event: str, session: str, body: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        given = {"session_id": session, "transcript_path": None, "cwd": str(project),
+                 "hook_event_name": event, "model": "gpt-5", "permission_mode": "default",
+                 **body}  # fmt: skip
+        return subprocess.run([*codex, event, "--db", str(db)], input=json.dumps(given),
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+
+    said = "The staging cluster runs Kubernetes 1.31 in region eu-west-3."
+    first = hook("UserPromptSubmit", "c1", {"turn_id": "t1", "prompt": said})
+    assert (first.returncode, first.stdout) == (0, "")  # nothing stored yet
+    reply = {"turn_id": "t1", "stop_hook_active": False,
+             "last_assistant_message": "Noted: staging is Kubernetes 1.31."}  # fmt: skip
+    assert hook("Stop", "c1", reply).returncode == 0
+    (captured,) = wait_captures(1)
+    assert captured["turns"] == 2 and len(captured["captured"]) == 2
+    asked = hook("UserPromptSubmit", "c2", {"turn_id": "t9", "prompt": "Which Kubernetes version?"})
+    context = json.loads(asked.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "UserPromptSubmit"
+    assert "Kubernetes 1.31 in region eu-west-3" in context["additionalContext"]

@@ -89,8 +89,10 @@ CASES = [
          {"~/.gemini/settings.json": PLAIN_MCP}),
     Case("gemini-cli", "project", (".gemini/settings.json",),
          {".gemini/settings.json": PLAIN_MCP}),
-    Case("codex-cli", "user", ("~/.codex/config.toml",), {"~/.codex/config.toml": CODEX_TOML}),
-    Case("codex-cli", "project", (".codex/config.toml",), {".codex/config.toml": CODEX_TOML}),
+    Case("codex-cli", "user", ("~/.codex/config.toml", "~/.codex/hooks.json"),
+         {"~/.codex/config.toml": CODEX_TOML, "~/.codex/hooks.json": CLAUDE_SETTINGS}),
+    Case("codex-cli", "project", (".codex/config.toml", ".codex/hooks.json"),
+         {".codex/config.toml": CODEX_TOML, ".codex/hooks.json": CLAUDE_SETTINGS}),
 ]  # fmt: skip
 IDS = [f"{c.host}-{c.scope}" for c in CASES]
 
@@ -156,8 +158,10 @@ def check_documented(case: Case, machine: Machine) -> None:
     files = {name: read_as_host(machine.path(name)) for name in case.files}
     mcp_args = ["mcp", "--profile", "default"]
     if case.host == "codex-cli":
-        (config,) = files.values()
+        config, hooks_file = files.values()
         assert config["mcp_servers"]["slm"] == {"command": SLM, "args": mcp_args}
+        events = hook_commands(hooks_file)
+        assert {"SessionStart", "UserPromptSubmit", "Stop"} <= set(events)
     elif case.host == "vscode":
         (config,) = files.values()
         assert config["servers"]["slm"] == {"type": "stdio", "command": SLM, "args": mcp_args}
@@ -176,14 +180,14 @@ def check_documented(case: Case, machine: Machine) -> None:
         (settings,) = files.values()
         assert settings["mcpServers"]["slm"] == {"command": SLM, "args": mcp_args}
         events = hook_commands(settings)
-        expected = {"SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd"}
+        expected = {"SessionStart", "BeforeAgent", "AfterAgent"}
         assert set(events) == expected
         assert all(h.get("name", "").startswith("slm-")
                    for g in settings["hooks"]["BeforeAgent"] for h in g["hooks"])  # fmt: skip
     else:
         (config,) = files.values()
         assert config["mcpServers"]["slm"] == {"command": SLM, "args": mcp_args}
-    if case.host in ("claude-code", "gemini-cli"):
+    if case.host in ("claude-code", "gemini-cli", "codex-cli"):
         hooks = [w for lines in events.values() for w in lines]
         slm_hook = str(Path(sys.executable).parent / "slm-hook")
         for event, lines in events.items():
@@ -473,3 +477,13 @@ def test_a_file_that_would_not_read_back_is_refused(machine: Machine) -> None:
     result = run("cursor")
     assert result.exit_code != 0 and "would not read back as written" in result.output
     assert path.read_text() == text and not (path.parent / "mcp.json.slm-backup").exists()
+
+
+@pytest.mark.parametrize("host", ["claude-code", "gemini-cli", "codex-cli"])
+def test_every_event_setup_writes_is_one_slm_hook_handles(host: str) -> None:
+    from slm.hosts import claude_code, codex_cli, gemini_cli
+    from slm.hosts.hooks.thin import CAPTURE_EVENTS, INJECT_EVENTS
+
+    hosts = {"claude-code": claude_code, "gemini-cli": gemini_cli, "codex-cli": codex_cli}
+    written = hosts[host].EVENTS
+    assert set(written) == set(INJECT_EVENTS[host]) | set(CAPTURE_EVENTS[host])

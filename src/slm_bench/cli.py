@@ -450,6 +450,9 @@ def _scale_report(path: Path) -> dict[str, Any]:
 @click.option("--coding", "coding_file", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Ordinary coding prompts (bench-data/coding-prompts.json).")  # fmt: skip
+@click.option("--coding-blind", "blind_file",
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Coding prompts never tuned on, reported on their own line.")  # fmt: skip
 @click.option("--conversations", type=click.IntRange(1), help="Only the first N of each set.")
 @click.option("--no-turn-prompts", is_flag=True,
               help="Do not run the prompt hook for each replayed user turn.")  # fmt: skip
@@ -462,6 +465,7 @@ def hooks(
     locomo_file: Path,
     beam_file: Path,
     coding_file: Path,
+    blind_file: Path | None,
     conversations: int | None,
     no_turn_prompts: bool,
     plot_file: Path | None,
@@ -478,11 +482,13 @@ def hooks(
         locomo_file,
         beam_file,
         coding_file,
+        blind_file=blind_file,
         conversations=conversations,
         turn_prompts=not no_turn_prompts,
         progress=_progress(quiet),
     )
-    flags = f" --conversations {conversations}" if conversations else ""
+    flags = f" --coding-blind {blind_file}" if blind_file else ""
+    flags += f" --conversations {conversations}" if conversations else ""
     flags += " --no-turn-prompts" if no_turn_prompts else ""
     report["command"] = (
         f"slm bench hooks --locomo {locomo_file} --beam {beam_file} --coding {coding_file}" + flags

@@ -37,19 +37,23 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from slm.engine import Memory
 from slm.errors import install_hint
-from slm.hosts.hooks.inject import DEFAULT_BUDGET, MAX_SHOWN, PROMPT_HEAD, fit, prompt_label
+from slm.hosts.hooks.inject import DEFAULT_RULE, PROMPT_HEAD, Rule
 from slm_bench import locomo
 
 #: Messages per session of a BEAM conversation (it has no sessions of its own).
 BEAM_SESSION = 20
-#: The minimums of the trade-off.
+#: The gates of the trade-off.
 MINIMUMS = tuple(round(i * 0.05, 2) for i in range(21))
+#: What "prompts nothing answers" counts (as the issue names them): another conversation's
+#: questions and the ordinary coding prompts. BEAM's own unanswerable questions and the
+#: blind coding prompts are reported on their own lines.
+UNANSWERED_KINDS = ("other conversation", "coding")
 #: The most a replayed host allows the prompt hook (generous: the bench reports the time).
 WAIT = "30"
 
@@ -199,6 +203,7 @@ def replay(
     host: Host,
     cases: Sequence[Case],
     coding: Sequence[str],
+    blind: Sequence[str],
     progress: Callable[[str], None],
     *,
     turn_prompts: bool = True,
@@ -238,6 +243,7 @@ def replay(
             asks += [("other conversation", q.text, None) for q in other.questions]
         asks += [("unanswerable", text, None) for text in case.unanswerable]
         asks += [("coding", text, None) for text in coding]
+        asks += [("coding blind", text, None) for text in blind]
         for kind, text, question in asks:
             session = f"{case.name}-ask"
             payload = {"session_id": session, "transcript_path": str(host.root / "none.jsonl"),
@@ -263,6 +269,7 @@ def _candidates(host: Host, replayed: Replay) -> None:
         seen[asked["session"]] = index + 1
         entry = lines[asked["session"]][index]
         asked["abstained"] = entry["why"] == "abstained"
+        asked["worker_ms"] = entry.get("ms")  # the warm process's share of the hook's time
         asked["candidates"] = entry.get("candidates", [])
 
 
@@ -279,47 +286,111 @@ def _keys(db: Path, cases: Sequence[Case], ids: set[str]) -> dict[str, str]:
     return out
 
 
-def block_at(asked: dict[str, Any], minimum: float, budget: int = DEFAULT_BUDGET) -> list[str]:
-    """The ids the block injected for ``asked`` holds at ``minimum``."""
+def block_at(asked: dict[str, Any], rule: Rule) -> list[str]:
+    """The ids the block injected for ``asked`` holds under ``rule`` (the hook's own
+    selection, :meth:`Rule.select`, on the candidates the journal kept)."""
     if asked["abstained"]:
         return []
-    kept = [c for c in asked["candidates"] if c[1] >= minimum][:MAX_SHOWN]
-    rooms = fit([(prompt_label(c[1], c[0]), c[2]) for c in kept], budget, len(PROMPT_HEAD))
-    return [c[0] for c in kept[: len(rooms)]]
+    found = [(str(c[0]), float(c[1]), int(c[2])) for c in asked["candidates"]]
+    return [found[i][0] for i, _ in rule.select(found)]
 
 
-def chars_at(asked: dict[str, Any], minimum: float, budget: int = DEFAULT_BUDGET) -> int:
+def chars_at(asked: dict[str, Any], rule: Rule) -> int:
     if asked["abstained"]:
         return 0
-    kept = [c for c in asked["candidates"] if c[1] >= minimum][:MAX_SHOWN]
-    sizes = [(prompt_label(c[1], c[0]), c[2]) for c in kept]
-    rooms = fit(sizes, budget, len(PROMPT_HEAD))
-    if not rooms:
+    found = [(str(c[0]), float(c[1]), int(c[2])) for c in asked["candidates"]]
+    chosen = rule.select(found)
+    if not chosen:
         return 0
-    return len(PROMPT_HEAD) + sum(sizes[i][0] + r + 1 for i, r in enumerate(rooms))
+    labels = sum(len(f"- [2000-01-01 | relevance {found[i][1]:.2f} | id {found[i][0]}] ") + 1
+                 for i, _ in chosen)  # fmt: skip
+    return len(PROMPT_HEAD) + labels + sum(room for _, room in chosen)
 
 
-def tradeoff(asked: Sequence[dict[str, Any]], keys: dict[str, str]) -> list[dict[str, Any]]:
+def tradeoff(
+    asked: Sequence[dict[str, Any]], keys: dict[str, str], rule: Rule = DEFAULT_RULE
+) -> list[dict[str, Any]]:
+    """Over the gate 0..1, the rest of ``rule`` as it is: evidence in the block, characters
+    a prompt, and how often something is injected for each kind of prompt nothing answers."""
     rows = []
+    positives = [a for a in asked if a["kind"] == "question"]
     for minimum in MINIMUMS:
+        at = replace(rule, gate=minimum)
         row: dict[str, Any] = {"minimum": minimum}
-        positives = [a for a in asked if a["kind"] == "question"]
         held = [
-            any(keys.get(i) in a["question"].evidence for i in block_at(a, minimum))
-            for a in positives
+            any(keys.get(i) in a["question"].evidence for i in block_at(a, at)) for a in positives
         ]
         row["evidence_in_block"] = _share(held)
-        row["chars_per_prompt"] = round(
-            sum(chars_at(a, minimum) for a in asked) / max(1, len(asked)), 1
+        row["chars_per_prompt"] = round(sum(chars_at(a, at) for a in asked) / max(1, len(asked)), 1)
+        row["shown_per_block"] = round(
+            sum(len(b) for b in (block_at(a, at) for a in positives) if b)
+            / max(1, sum(1 for a in positives if block_at(a, at))),
+            2,
         )
-        for kind in ("other conversation", "unanswerable", "coding"):
-            some = [bool(block_at(a, minimum)) for a in asked if a["kind"] == kind]
+        for kind in ("other conversation", "unanswerable", "coding", "coding blind"):
+            some = [bool(block_at(a, at)) for a in asked if a["kind"] == kind]
             if some:
                 row[f"injected_{kind.replace(' ', '_')}"] = _share(some)
-        negatives = [bool(block_at(a, minimum)) for a in asked if a["kind"] != "question"]
+        negatives = [bool(block_at(a, at)) for a in asked if a["kind"] in UNANSWERED_KINDS]
         row["injected_unanswered"] = _share(negatives)
         rows.append(row)
     return rows
+
+
+def prompts_kept(asked: Sequence[dict[str, Any]], keys: dict[str, str]) -> list[dict[str, Any]]:
+    """Each asked prompt's kind, abstention and candidates (id, relevance, length, whether it
+    is an evidence turn of the question), so another rule can be scored without a replay."""
+    out = []
+    for a in asked:
+        evidence = a["question"].evidence if a["question"] is not None else frozenset()
+        out.append({"case": a["case"], "kind": a["kind"], "abstained": a["abstained"],
+                    "candidates": [[*c[:3], keys.get(c[0]) in evidence]
+                                   for c in a["candidates"]]})  # fmt: skip
+    return out
+
+
+#: The rules :func:`sweep_rules` scores: each floor, share of the top, and most shown.
+FLOORS = (0.0, 0.2, 0.3, 0.4, 0.5)
+RATIOS = (0.0, 0.5, 0.6, 0.7, 0.8)
+MOSTS = (3, 4, 5, 6, 8, 10)
+
+
+def score(prompts: Sequence[dict[str, Any]], rule: Rule) -> dict[str, float | None]:
+    """Evidence in the block, and injection where nothing answers, for kept prompts
+    (:func:`prompts_kept`) under ``rule``."""
+    held, unanswered = [], []
+    for kept in prompts:
+        found = [(str(c[0]), float(c[1]), int(c[2])) for c in kept["candidates"]]
+        chosen = [] if kept["abstained"] else rule.select(found)
+        if kept["kind"] == "question":
+            held.append(any(kept["candidates"][i][3] for i, _ in chosen))
+        elif kept["kind"] in UNANSWERED_KINDS:
+            unanswered.append(bool(chosen))
+    return {"evidence_in_block": _share(held), "injected_unanswered": _share(unanswered)}
+
+
+def sweep_rules(
+    sets: dict[str, dict[str, Any]], ceiling: float = 0.15, keep: int = 10
+) -> list[dict[str, Any]]:
+    """For each floor, share of the top and most shown (budget as shipped), the lowest gate
+    at which every set injects for at most ``ceiling`` of the prompts nothing answers, and
+    the evidence then in the block; the ``keep`` best by the mean over the sets."""
+    rows: list[dict[str, Any]] = []
+    for floor in FLOORS:
+        for ratio in RATIOS:
+            for most in MOSTS:
+                for gate in MINIMUMS:
+                    rule = replace(DEFAULT_RULE, gate=gate, floor=floor, ratio=ratio, most=most)
+                    found = {name: score(s["prompts"], rule) for name, s in sets.items()}
+                    if all((f["injected_unanswered"] or 0) <= ceiling for f in found.values()):
+                        mean = sum(f["evidence_in_block"] or 0 for f in found.values())
+                        rows.append({"gate": gate, "floor": floor, "ratio": ratio, "most": most,
+                                     "evidence_in_block_mean": round(mean / len(found), 4),
+                                     **found})  # fmt: skip
+                        break
+    rows.sort(key=lambda r: (-float(r["evidence_in_block_mean"]), -float(r["floor"]),
+                             -float(r["ratio"]), int(r["most"])))  # fmt: skip
+    return rows[:keep]
 
 
 def _share(flags: Sequence[bool]) -> float | None:
@@ -342,11 +413,13 @@ def run(
     beam_file: Path,
     coding_file: Path,
     *,
+    blind_file: Path | None = None,
     conversations: int | None = None,
     turn_prompts: bool = True,
     progress: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
     coding = json.loads(coding_file.read_text(encoding="utf-8"))["prompts"]
+    blind = json.loads(blind_file.read_text(encoding="utf-8"))["prompts"] if blind_file else []
     data = {
         "locomo-dev": load_locomo(locomo_file)[:conversations],
         "beam-dev": load_beam(beam_file)[:conversations],
@@ -358,7 +431,7 @@ def run(
         try:
             report["cold"] = _cold(host)
             for name, cases in data.items():
-                replayed = replay(host, cases, coding, progress, turn_prompts=turn_prompts)
+                replayed = replay(host, cases, coding, blind, progress, turn_prompts=turn_prompts)
                 _candidates(host, replayed)
                 ids = {c[0] for a in replayed.asked for c in a["candidates"]}
                 keys = _keys(host.db, cases, ids)
@@ -366,9 +439,15 @@ def run(
                     "conversations": len(cases),
                     "turns": sum(len(s) for c in cases for s in c.sessions),
                     "questions": sum(a["kind"] == "question" for a in replayed.asked),
-                    "unanswered_prompts": sum(a["kind"] != "question" for a in replayed.asked),
+                    "unanswered_prompts": sum(
+                        a["kind"] in UNANSWERED_KINDS for a in replayed.asked
+                    ),
                     "tradeoff": tradeoff(replayed.asked, keys),
+                    "prompts": prompts_kept(replayed.asked, keys),
                     "prompt_hook_ms_warm": _percentiles(replayed.prompt_ms),
+                    "prompt_worker_ms": _percentiles(
+                        [a["worker_ms"] for a in replayed.asked if a.get("worker_ms") is not None]
+                    ),
                     "stop_hook_ms": _percentiles(replayed.stop_ms),
                     "start_hook_ms": _percentiles(replayed.start_ms),
                 }
@@ -380,6 +459,7 @@ def run(
         finally:
             host.stop()
     report["chosen"] = choose(report)
+    report["rules"] = sweep_rules(report["sets"])
     return report
 
 
@@ -448,21 +528,36 @@ def markdown(report: dict[str, Any]) -> str:
             "",
             f"## {name}: {found['conversations']} conversations, {found['turns']} turns, "
             f"{found['questions']} questions, {found['unanswered_prompts']} unanswered prompts",
-            f"prompt hook warm: p50 {p['p50']} ms, p95 {p['p95']} ms (n {p['n']}); "
+            f"prompt hook warm: p50 {p['p50']} ms, p95 {p['p95']} ms (n {p['n']}), of which "
+            f"the warm process p50 {found['prompt_worker_ms']['p50']} ms, "
+            f"p95 {found['prompt_worker_ms']['p95']} ms; "
             f"Stop hook: p50 {s['p50']} ms, p95 {s['p95']} ms",
             "",
-            "| minimum | evidence in block | chars/prompt | injected: unanswered | other conv. "
-            "| unanswerable | coding |",
-            "|---|---|---|---|---|---|---|",
+            "| gate | evidence in block | shown | chars/prompt | injected: nothing answers "
+            "| other conv. | coding | coding (blind) | BEAM unanswerable |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for row in found["tradeoff"]:
             lines.append(
-                f"| {row['minimum']:.2f} | {row['evidence_in_block']} | {row['chars_per_prompt']}"
-                f" | {row['injected_unanswered']} | {row.get('injected_other_conversation')} | "
-                f"{row.get('injected_unanswerable')} | {row.get('injected_coding')} |"
+                f"| {row['minimum']:.2f} | {row['evidence_in_block']} | {row['shown_per_block']}"
+                f" | {row['chars_per_prompt']} | {row['injected_unanswered']}"
+                f" | {row.get('injected_other_conversation')} | {row.get('injected_coding')}"
+                f" | {row.get('injected_coding_blind', '-')}"
+                f" | {row.get('injected_unanswerable', '-')} |"
             )
+    if report.get("rules"):
+        lines += ["", "rules (floor, share of the top, most shown) by the evidence at the lowest "
+                  "gate injecting for <= 0.15 where nothing answers:", "",
+                  "| gate | floor | ratio | most | evidence (mean) | "
+                  + " | ".join(report["sets"]) + " |",
+                  "|---|---|---|---|---|" + "---|" * len(report["sets"])]  # fmt: skip
+        for r in report["rules"]:
+            per = " | ".join(f"{r[n]['evidence_in_block']} / {r[n]['injected_unanswered']}"
+                             for n in report["sets"])  # fmt: skip
+            lines.append(f"| {r['gate']:.2f} | {r['floor']} | {r['ratio']} | {r['most']} | "
+                         f"{r['evidence_in_block_mean']} | {per} |")  # fmt: skip
     chosen = report.get("chosen")
-    lines += ["", f"chosen minimum (most evidence with <= 0.15 injected unanswered): "
+    lines += ["", f"chosen gate (most evidence with <= 0.15 injected where nothing answers): "
               f"{chosen['minimum'] if chosen else 'none qualifies'}"]  # fmt: skip
     return "\n".join(lines)
 

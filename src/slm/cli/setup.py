@@ -40,7 +40,7 @@ def setup(
     list_hosts: bool,
     dry_run: bool,
 ) -> None:
-    """Connect an agent host to slm: its MCP server, and for claude-code and gemini-cli
+    """Connect an agent host to slm: its MCP server, and for claude-code, gemini-cli, codex-cli
     its hooks (recall before a prompt, capture after a turn). HOST is one of: claude-code,
     claude-desktop, cursor, vscode, windsurf, gemini-cli, codex-cli. The host's memories
     go to --profile (default: default) in --db (default: slm's usual file)."""

@@ -1,15 +1,18 @@
 """Gemini CLI: ``.gemini/settings.json`` in the project or ``~/.gemini/settings.json``,
 holding both ``{"mcpServers": {NAME: {"command", "args"}}}`` and ``{"hooks": {EVENT:
 [{"hooks": [{"name", "type": "command", "command"}]}]}}`` (hooks are on by default since
-``hooksConfig.enabled`` defaults to true). Its events: SessionStart, BeforeAgent (a prompt,
-before planning: recall), AfterAgent (a turn's end: capture), PreCompress, SessionEnd."""
+``hooksConfig.enabled`` defaults to true). The events written are the ones ``slm-hook``
+handles: SessionStart, BeforeAgent (a prompt, before planning: recall) and AfterAgent (a
+turn's end: capture, from the turn its payload holds). PreCompress and SessionEnd are not
+written: their payloads carry only ``transcript_path``, to Gemini CLI's own chat file, which
+slm does not read, and AfterAgent has already stored every turn by then."""
 
 from __future__ import annotations
 
 from slm.hosts.base import Commands, Host, Place, Target, hooks_json, mcp_json
 
 NAME = "gemini-cli"
-EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent", "PreCompress", "SessionEnd")
+EVENTS = ("SessionStart", "BeforeAgent", "AfterAgent")
 
 
 def targets(scope: str, place: Place, commands: Commands) -> list[Target]:

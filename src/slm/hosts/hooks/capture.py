@@ -54,10 +54,10 @@ def capture(
     env: Mapping[str, str] | None = None,
 ) -> Captured:
     """Store what ``payload``'s transcript holds after the session's last capture (for
-    Gemini CLI, the turn the payload holds)."""
+    Gemini CLI and Codex CLI, the turn the payload holds)."""
     session = str(payload.get("session_id") or "")
     scope = {PROJECT_KEY: project, "host": host}
-    if host == "gemini-cli":
+    if host in ("gemini-cli", "codex-cli"):
         return _store(memory, said_turn(payload), session, scope)
     transcript = payload.get("transcript_path")
     if not session or not isinstance(transcript, str) or not Path(transcript).is_file():
@@ -76,7 +76,9 @@ def capture(
 
 def said_turn(payload: Mapping[str, Any]) -> claude_code.Reading:
     """The turn a Gemini CLI ``AfterAgent`` payload holds (``prompt`` and
-    ``prompt_response``), cleaned and masked as a transcript's text is."""
+    ``prompt_response``; for Codex CLI's ``Stop``, the warm process puts them there: the
+    turn's prompt and ``last_assistant_message``), cleaned and masked as a transcript's
+    text is."""
     reading = claude_code.Reading()
     when = payload.get("timestamp")
     for role, key in (("user", "prompt"), ("assistant", "prompt_response")):

@@ -1,31 +1,56 @@
 """Where the hooks keep their few files, under slm's data directory (``SLM_HOME``, else the
 platform's user data directory), in ``hooks/``: the warm process's address (``worker.json``,
 0600, with its secret), its lock, the spool of captures not yet done, each session's
-capture offset, the journal the page reads, and the log. Standard library only: the thin
-hook imports it."""
+capture offset, the journal the page reads, and the log. The thin hook imports it, so it
+imports nothing but ``os`` at its top (``pathlib`` and ``platformdirs`` cost a prompt's hook
+milliseconds): :func:`hooks_folder` is the thin hook's, :func:`hooks_dir` the same as a
+``Path`` for the warm process."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
+import sys
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+
+def data_folder(env: Mapping[str, str] | None = None) -> str:
+    """slm's data directory, as :func:`slm.settings.data_dir` says (without importing it):
+    ``SLM_HOME``, else the platform's user data directory (on Linux computed here as
+    ``platformdirs`` does, ``$XDG_DATA_HOME/slm`` else ``~/.local/share/slm``)."""
+    env = os.environ if env is None else env
+    if env.get("SLM_HOME"):
+        return os.path.expanduser(env["SLM_HOME"])
+    if sys.platform == "linux":
+        base = env.get("XDG_DATA_HOME", "").strip() or os.path.expanduser("~/.local/share")
+        return os.path.join(base, "slm")
+    from platformdirs import user_data_dir
+
+    return str(user_data_dir("slm", appauthor=False))
 
 
 def data_dir(env: Mapping[str, str] | None = None) -> Path:
-    """slm's data directory, as :func:`slm.settings.data_dir` says (without importing it)."""
-    env = os.environ if env is None else env
-    if env.get("SLM_HOME"):
-        return Path(env["SLM_HOME"]).expanduser()
-    from platformdirs import user_data_dir
+    """:func:`data_folder` as a ``Path``."""
+    from pathlib import Path
 
-    return Path(user_data_dir("slm", appauthor=False))
+    return Path(data_folder(env))
+
+
+def hooks_folder(env: Mapping[str, str] | None = None) -> str:
+    """The hooks' directory, made private (0700) on first use."""
+    folder = os.path.join(data_folder(env), "hooks")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return folder
 
 
 def hooks_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The hooks' directory, made private (0700) on first use."""
-    folder = data_dir(env) / "hooks"
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return folder
+    """:func:`hooks_folder` as a ``Path``."""
+    from pathlib import Path
+
+    return Path(hooks_folder(env))
 
 
 def store_key(db: str | None, profile: str) -> str:

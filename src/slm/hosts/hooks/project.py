@@ -1,4 +1,5 @@
-"""The project a host session works in, and whether it opted out. Standard library only.
+"""The project a host session works in, and whether it opted out. ``os`` only (the thin
+hook imports it).
 
 A project is the realpath of the git work tree holding the session's ``cwd`` (the nearest
 folder above it with a ``.git``), else of ``cwd`` itself. Its memories carry it under the
@@ -10,7 +11,6 @@ project only. A project opts out with a file ``.slm-ignore`` in its root (or in 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 #: The metadata key that holds a memory's project.
 PROJECT_KEY = "project"
@@ -20,11 +20,14 @@ OPT_OUT_FILE = ".slm-ignore"
 
 def project_of(cwd: str) -> str:
     """The project folder of ``cwd`` (absolute, symlinks resolved)."""
-    here = Path(os.path.realpath(cwd))
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return str(folder)
-    return str(here)
+    here = folder = os.path.realpath(cwd)
+    while True:
+        if os.path.exists(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return here
+        folder = parent
 
 
 def opted_out(cwd: str, project: str) -> bool:

@@ -22,23 +22,24 @@ import socket
 import sys
 import time
 
-from slm.hosts.hooks.place import hooks_dir
+from slm.hosts.hooks.place import hooks_folder
 from slm.hosts.hooks.project import opted_out, project_of
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from pathlib import Path
     from typing import Any
 
 #: Each host's events: the ones that inject (the hook waits) and the ones that capture.
 INJECT_EVENTS = {
     "claude-code": ("SessionStart", "UserPromptSubmit"),
     "gemini-cli": ("SessionStart", "BeforeAgent"),
+    "codex-cli": ("SessionStart", "UserPromptSubmit"),
 }
 CAPTURE_EVENTS = {
     "claude-code": ("Stop", "PreCompact", "SessionEnd"),
     "gemini-cli": ("AfterAgent",),
+    "codex-cli": ("Stop",),
 }
 #: Seconds a prompt's hook waits for its block, and a session start's (which may start
 #: the warm process and load the model): ``SLM_HOOK_WAIT_PROMPT``, ``SLM_HOOK_WAIT_START``.
@@ -121,8 +122,8 @@ def _run(args: list[str]) -> int:
 
 
 def render(host: str, event: str, context: str) -> str:
-    """What the hook prints for ``context`` in ``host``'s documented form (Claude Code and
-    Gemini CLI: ``hookSpecificOutput.additionalContext``)."""
+    """What the hook prints for ``context`` in ``host``'s documented form (Claude Code,
+    Gemini CLI and Codex CLI alike: ``hookSpecificOutput.additionalContext``)."""
     out = {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
     return json.dumps(out, ensure_ascii=False) + "\n"
 
@@ -157,28 +158,29 @@ def _seconds(name: str, default: float) -> float:
         return default
 
 
-def spool(request: Mapping[str, Any]) -> Path:
+def spool(request: Mapping[str, Any]) -> str:
     """Write ``request`` to the spool (one private file, named to sort in arrival order)."""
-    folder = hooks_dir() / "spool"
-    folder.mkdir(exist_ok=True, mode=0o700)
+    folder = os.path.join(hooks_folder(), "spool")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     name = f"{time.time_ns():020d}-{os.urandom(4).hex()}.json"
-    part = folder / f".{name}"
+    part = os.path.join(folder, f".{name}")
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         json.dump(request, out, ensure_ascii=False)
-    os.replace(part, folder / name)
-    return folder / name
+    os.replace(part, os.path.join(folder, name))
+    return os.path.join(folder, name)
 
 
 def address() -> tuple[int, str] | None:
     """The warm process's port and secret, from its file when the file is this user's own
     and private and the process it names is alive; else None."""
-    where = hooks_dir() / "worker.json"
+    where = os.path.join(hooks_folder(), "worker.json")
     try:
-        status = where.stat()
-        if status.st_uid != os.getuid() or status.st_mode & 0o077:
-            return None
-        found = json.loads(where.read_text(encoding="utf-8"))
+        with open(where, encoding="utf-8") as stream:
+            status = os.fstat(stream.fileno())
+            if status.st_uid != os.getuid() or status.st_mode & 0o077:
+                return None
+            found = json.loads(stream.read())
         os.kill(int(found["pid"]), 0)  # a process that died may have left its port to another
         return int(found["port"]), str(found["secret"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -239,7 +241,7 @@ def start_worker(db: str | None, profile: str) -> None:
     import subprocess
 
     given = ["--profile", profile] + (["--db", db] if db else [])
-    with open(hooks_dir() / "worker.out", "ab") as out:
+    with open(os.path.join(hooks_folder(), "worker.out"), "ab") as out:
         subprocess.Popen(
             [sys.executable, "-m", "slm.hosts.hooks.worker", *given],
             stdin=subprocess.DEVNULL,
@@ -253,15 +255,17 @@ def start_worker(db: str | None, profile: str) -> None:
 def log(what: str, message: str) -> None:
     """One line in the hooks' log (never raises)."""
     try:
-        where = hooks_dir() / "hooks.log"
+        where = os.path.join(hooks_folder(), "hooks.log")
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         line = f"{stamp} pid {os.getpid()} {what}: {' '.join(message.split())[:500]}\n"
         fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         with os.fdopen(fd, "a", encoding="utf-8") as out:
             out.write(line)
-        if where.stat().st_size > LOG_BYTES:
-            data = where.read_bytes()[-LOG_BYTES // 2 :]
-            where.write_bytes(data[data.find(b"\n") + 1 :])
+        if os.path.getsize(where) > LOG_BYTES:
+            with open(where, "rb") as stream:
+                data = stream.read()[-LOG_BYTES // 2 :]
+            with open(where, "wb") as stream:
+                stream.write(data[data.find(b"\n") + 1 :])
     except Exception:
         pass
 

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +40,8 @@ from slm.hosts.hooks.thin import SECRET_HEADER, log
 IDLE = 1800.0
 #: The largest request body read.
 MAX_BODY = 16 * 1024 * 1024
+#: Codex CLI prompts kept until their turn's Stop (its payload holds only the reply).
+PROMPTS_KEPT = 256
 
 
 class Worker:
@@ -53,6 +56,7 @@ class Worker:
         self.wake = threading.Event()
         self._lock = threading.Lock()
         self._memories: dict[tuple[str | None, str], Any] = {}
+        self._prompts: dict[tuple[Any, Any], str] = {}
 
     def memory(self, db: str | None, profile: str) -> Any:
         from slm.engine import Memory
@@ -100,7 +104,9 @@ class Worker:
                 prompt,
                 request["project"],
                 session,
-                minimum=inject.DEFAULT_MINIMUM if minimum is None else float(minimum),
+                rule=inject.DEFAULT_RULE
+                if minimum is None
+                else replace(inject.DEFAULT_RULE, gate=float(minimum)),
             )
         entry = {
             "time": _now(),
@@ -118,6 +124,10 @@ class Worker:
             **found.extra,
         }
         journal.append(journal.path(memory.location, profile), entry)
+        if request["host"] == "codex-cli" and event == "UserPromptSubmit":
+            self._prompts[(session, payload.get("turn_id"))] = prompt
+            while len(self._prompts) > PROMPTS_KEPT:
+                self._prompts.pop(next(iter(self._prompts)))
         return {"context": found.block, "why": found.why, "shown": entry["shown"]}
 
     def drain(self) -> int:
@@ -153,6 +163,10 @@ class Worker:
             db, profile = request.get("db"), str(request.get("profile") or "default")
             memory = self.memory(db, profile)
             payload = request["payload"]
+            if request["host"] == "codex-cli":  # Stop holds the reply; the prompt was asked
+                said = self._prompts.pop((payload.get("session_id"), payload.get("turn_id")), None)
+                payload = {**payload, "prompt": said,
+                           "prompt_response": payload.get("last_assistant_message")}  # fmt: skip
             result = capture.capture(
                 memory, payload, request["project"], host=request["host"], db=db
             )
