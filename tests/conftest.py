@@ -23,6 +23,9 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         if name.startswith("SLM_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("SLM_HOME", str(tmp_path / "home"))
+    # A warm hook process a test starts (a host's hooks, slm setup's checks) stops soon
+    # after its last event instead of outliving the run by half an hour.
+    monkeypatch.setenv("SLM_HOOK_IDLE", "60")
 
 
 @pytest.fixture(scope="session")
