@@ -20,6 +20,7 @@ from slm import __version__, validate
 from slm.engine import Memory
 from slm.errors import ConfigError, NotFound, SlmError, install_hint, outcome
 from slm.inputs.conversations import MAX_MESSAGES, SYSTEM_CHOICES
+from slm.inputs.scope import Owner
 from slm.models import RecallRequest
 from slm.profiles import profiles as listed
 from slm.profiles import require
@@ -143,6 +144,16 @@ Scope = Annotated[
 ]
 
 
+def _owner(
+    user_id: str | int | None,
+    agent_id: str | int | None,
+    run_id: str | int | None,
+    scope: dict[str, Any] | None,
+) -> Owner:
+    """A tool's owner arguments as ``Memory`` takes them (``**owner``)."""
+    return Owner(user_id=user_id, agent_id=agent_id, run_id=run_id, scope=scope)
+
+
 def build_server(memory: Memory) -> MCPServer:
     """The MCP server whose tools act on ``memory``."""
 
@@ -189,10 +200,7 @@ def build_server(memory: Memory) -> MCPServer:
                 metadata=metadata,
                 tags=tags or (),
                 supersedes=supersedes or (),
-                user_id=user_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                scope=scope,
+                **_owner(user_id, agent_id, run_id, scope),
             ).to_dict()
         )
 
@@ -223,10 +231,7 @@ def build_server(memory: Memory) -> MCPServer:
                 session=session,
                 system=system,
                 metadata=metadata,
-                user_id=user_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                scope=scope,
+                **_owner(user_id, agent_id, run_id, scope),
             ).to_dict()
         )
 
@@ -291,10 +296,7 @@ def build_server(memory: Memory) -> MCPServer:
                     as_of=as_of,
                     metadata=metadata,
                     min_relevance=min_relevance,
-                    user_id=user_id,
-                    agent_id=agent_id,
-                    run_id=run_id,
-                    scope=scope,
+                    **_owner(user_id, agent_id, run_id, scope),
                 )
             ).to_dict()
         )
@@ -327,10 +329,7 @@ def build_server(memory: Memory) -> MCPServer:
             gone = memory.forget(
                 ids,
                 metadata=metadata,
-                user_id=user_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                scope=scope,
+                **_owner(user_id, agent_id, run_id, scope),
                 dry_run=dry_run,
                 missing_ok=True,  # by ids: those it does not hold are named
             )
@@ -373,9 +372,7 @@ def build_server(memory: Memory) -> MCPServer:
         scope: Scope = None,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            held = memory.list(
-                limit, user_id=user_id, agent_id=agent_id, run_id=run_id, scope=scope
-            )
+            held = memory.list(limit, **_owner(user_id, agent_id, run_id, scope))
             return {"memories": [r.to_dict() for r in held]}
 
         return _read(run)
@@ -393,10 +390,7 @@ def build_server(memory: Memory) -> MCPServer:
                 query,
                 k=k,
                 trace=True,
-                user_id=user_id,
-                agent_id=agent_id,
-                run_id=run_id,
-                scope=scope,
+                **_owner(user_id, agent_id, run_id, scope),
             ).to_dict()
         )
 
